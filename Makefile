@@ -1,0 +1,24 @@
+# The two commands that matter: `make search` and `make test`. Both create .venv when missing.
+PYTHON ?= python3
+VENV ?= .venv
+STAMP := $(VENV)/.installed-stamp
+SEARCH_DIR ?= runs/search
+
+.PHONY: search test install clean
+
+$(STAMP): setup.py
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV)/bin/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+search: $(STAMP)
+	$(VENV)/bin/amoeba search --output_dir=$(SEARCH_DIR)
+
+test: $(STAMP)
+	$(VENV)/bin/python -m pytest
+
+clean:
+	rm -rf $(VENV) build *.egg-info

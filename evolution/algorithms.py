@@ -1,0 +1,298 @@
+"""Search algorithms behind one ask/tell interface keyed by trial id, with a durable journal.
+
+`ask()` hands out a trial, `tell(trial_id, metrics | error)` records its result. Every ask and
+every accepted tell is appended to the journal; `resume(path)` replays the journal through the
+same code, so the state (RNG included) comes back identical, and trials that were asked but never
+told are handed out again, once, with the same id and genotype.
+
+Pure Python: this module must not import TensorFlow or Ray.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import random
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, ClassVar, Mapping
+
+from evolution.journal import Journal, JournalError, read_journal
+from evolution.steps import age_out, tournament_select
+from searchspace import SearchSpace, space_from_config
+
+log = logging.getLogger(__name__)
+JOURNAL_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Trial:
+    trial_id: int
+    genotype: Any
+    parent_id: int | None
+    mutation: str  # "random" for a sampled genotype, else the space's mutation description
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str  # "ok" or "failed"
+    metrics: Mapping[str, Any]
+    error: str | None = None
+
+
+class SearchAlgorithm:
+    """Bookkeeping shared by every algorithm; subclasses supply `_propose` and `_accept`."""
+
+    name: ClassVar[str]
+
+    def __init__(
+        self,
+        space: SearchSpace,
+        *,
+        seed: int = 0,
+        objective: str = "val_accuracy",
+        mode: str = "max",
+        journal_path: str | None = None,
+    ) -> None:
+        if mode not in ("max", "min"):
+            raise ValueError(f"mode: must be 'max' or 'min', got {mode!r}")
+        self.space = space
+        self.seed = seed
+        self.objective = objective
+        self.mode = mode
+        self.rng = random.Random(seed)
+        self.trials: dict[int, Trial] = {}
+        self.outcomes: dict[int, Outcome] = {}
+        self._reissue: deque[int] = deque()
+        self._best_id: int | None = None
+        self._journal: Journal | None = None
+        if journal_path is not None:
+            if os.path.exists(journal_path) and os.path.getsize(journal_path) > 0:
+                raise FileExistsError(f"{journal_path}: journal exists; use resume() to continue it")
+            self._journal = Journal(journal_path)
+            self._journal.append({"event": "start", "version": JOURNAL_VERSION, **self.config()})
+
+    # --- what subclasses provide -------------------------------------------------------------
+
+    def params(self) -> dict[str, Any]:
+        """Constructor arguments beyond the space, seed, objective and mode."""
+        return {}
+
+    def _propose(self, trial_id: int) -> Trial:
+        raise NotImplementedError
+
+    def _accept(self, trial_id: int) -> None:
+        """A trial succeeded: update the algorithm's state."""
+
+    # --- the interface -------------------------------------------------------------------------
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "algorithm": self.name,
+            "space": self.space.to_config(),
+            "seed": self.seed,
+            "objective": self.objective,
+            "mode": self.mode,
+            "params": self.params(),
+        }
+
+    def ask(self) -> Trial:
+        """The next trial: a re-issued in-flight one first, else a new proposal."""
+        if self._reissue:
+            trial = self.trials[self._reissue.popleft()]
+            self._write({"event": "reissue", "trial_id": trial.trial_id})
+            return trial
+        trial = self._new_trial()
+        self._write(
+            {
+                "event": "ask",
+                "trial_id": trial.trial_id,
+                "parent_id": trial.parent_id,
+                "mutation": trial.mutation,
+                "genotype": trial.genotype.to_json(),
+            }
+        )
+        return trial
+
+    def tell(
+        self, trial_id: int, metrics: Mapping[str, Any] | None = None, error: str | None = None
+    ) -> bool:
+        """Record a result. Returns False (with a warning) for an unknown, duplicate or late one.
+
+        A result without a finite objective value counts as a failure with that reason.
+        """
+        if trial_id not in self.trials:
+            log.warning("tell: ignoring a result for unknown trial %s", trial_id)
+            return False
+        if trial_id in self.outcomes:
+            log.warning("tell: ignoring a duplicate or late result for trial %s", trial_id)
+            return False
+        outcome = self._outcome(metrics or {}, error)
+        self._write(
+            {
+                "event": "tell",
+                "trial_id": trial_id,
+                "status": outcome.status,
+                "metrics": dict(outcome.metrics),
+                "error": outcome.error,
+            }
+        )
+        self._record(trial_id, outcome)
+        return True
+
+    def pending(self) -> list[int]:
+        """Ids of trials asked but not yet told."""
+        return [t for t in self.trials if t not in self.outcomes]
+
+    def completed(self) -> int:
+        return len(self.outcomes)
+
+    def best(self) -> tuple[Trial, Outcome] | None:
+        """The best successful trial so far, by the objective."""
+        if self._best_id is None:
+            return None
+        return self.trials[self._best_id], self.outcomes[self._best_id]
+
+    def fitness(self, trial_id: int) -> float:
+        """The objective of a successful trial, signed so that larger is better."""
+        value = float(self.outcomes[trial_id].metrics[self.objective])
+        return value if self.mode == "max" else -value
+
+    def close(self) -> None:
+        if self._journal is not None:
+            self._journal.close()
+            self._journal = None
+
+    # --- internals -----------------------------------------------------------------------------
+
+    def _new_trial(self) -> Trial:
+        trial = self._propose(len(self.trials))
+        self.trials[trial.trial_id] = trial
+        return trial
+
+    def _outcome(self, metrics: Mapping[str, Any], error: str | None) -> Outcome:
+        if error is not None:
+            return Outcome("failed", metrics, str(error))
+        value = metrics.get(self.objective)
+        try:
+            finite = value is not None and math.isfinite(float(value))
+        except (TypeError, ValueError):
+            finite = False
+        if not finite:
+            return Outcome("failed", metrics, f"objective {self.objective!r} is {value!r}")
+        return Outcome("ok", metrics)
+
+    def _record(self, trial_id: int, outcome: Outcome) -> None:
+        self.outcomes[trial_id] = outcome
+        if trial_id in self._reissue:
+            self._reissue.remove(trial_id)
+        if outcome.status != "ok":
+            return
+        if self._best_id is None or self.fitness(trial_id) > self.fitness(self._best_id):
+            self._best_id = trial_id
+        self._accept(trial_id)
+
+    def _write(self, event: dict[str, Any]) -> None:
+        if self._journal is not None:
+            self._journal.append(event)
+
+
+class RegularizedEvolution(SearchAlgorithm):
+    """Algorithm 1 of Real et al. 2019, asynchronous.
+
+    Until the population holds `population_size` successful trials, `ask` samples at random.
+    Afterwards it draws `sample_size` members with replacement, takes the fittest as parent and
+    mutates it once. The population is the most recent successful trials; the oldest leaves.
+    """
+
+    name = "regularized_evolution"
+
+    def __init__(
+        self, space: SearchSpace, population_size: int = 100, sample_size: int = 25, **kwargs: Any
+    ) -> None:
+        if population_size < 1:
+            raise ValueError(f"population_size: must be at least 1, got {population_size}")
+        if not 1 <= sample_size <= population_size:
+            raise ValueError(
+                f"sample_size: must be in 1..population_size ({population_size}), got {sample_size}"
+            )
+        self.population_size = population_size
+        self.sample_size = sample_size
+        self.population: deque[int] = deque()
+        super().__init__(space, **kwargs)
+
+    def params(self) -> dict[str, Any]:
+        return {"population_size": self.population_size, "sample_size": self.sample_size}
+
+    def _propose(self, trial_id: int) -> Trial:
+        if len(self.population) < self.population_size:
+            return Trial(trial_id, self.space.sample(self.rng), None, "random")
+        parent_id = tournament_select(self.population, self.sample_size, self.rng, self.fitness)
+        child, description = self.space.mutate(self.trials[parent_id].genotype, self.rng)
+        return Trial(trial_id, child, parent_id, description)
+
+    def _accept(self, trial_id: int) -> None:
+        self.population.append(trial_id)
+        age_out(self.population, self.population_size)
+
+
+class RandomSearch(SearchAlgorithm):
+    """Uniform random sampling: the paper's control."""
+
+    name = "random"
+
+    def _propose(self, trial_id: int) -> Trial:
+        return Trial(trial_id, self.space.sample(self.rng), None, "random")
+
+
+ALGORITHMS: dict[str, type[SearchAlgorithm]] = {
+    RegularizedEvolution.name: RegularizedEvolution,
+    RandomSearch.name: RandomSearch,
+}
+
+
+def resume(journal_path: str) -> SearchAlgorithm:
+    """Rebuild an algorithm by replaying its journal, then keep appending to it.
+
+    Raises JournalError naming the line when the journal is damaged or replay diverges.
+    """
+    events = read_journal(journal_path)
+    if not events or events[0].get("event") != "start":
+        raise JournalError(f"{journal_path}:1: the journal does not begin with a start event")
+    start = events[0]
+    if start.get("version") != JOURNAL_VERSION:
+        raise JournalError(f"{journal_path}:1: journal version {start.get('version')!r} is not supported")
+    try:
+        cls = ALGORITHMS[start["algorithm"]]
+        algorithm = cls(
+            space_from_config(start["space"]),
+            seed=start["seed"],
+            objective=start["objective"],
+            mode=start["mode"],
+            **start["params"],
+        )
+    except (KeyError, TypeError, ValueError) as err:
+        raise JournalError(f"{journal_path}:1: bad start event: {err}") from None
+    for number, event in enumerate(events[1:], start=2):
+        kind = event["event"]
+        try:
+            if kind == "ask":
+                trial = algorithm._new_trial()
+                if trial.trial_id != event["trial_id"] or trial.genotype.to_json() != event["genotype"]:
+                    raise JournalError(
+                        f"{journal_path}:{number}: replay diverged: trial {event['trial_id']} "
+                        "does not match what the algorithm proposes"
+                    )
+            elif kind == "tell":
+                outcome = Outcome(event["status"], event.get("metrics") or {}, event.get("error"))
+                if event["trial_id"] not in algorithm.trials or event["trial_id"] in algorithm.outcomes:
+                    raise JournalError(f"{journal_path}:{number}: tell for a trial not pending")
+                algorithm._record(event["trial_id"], outcome)
+            elif kind != "reissue":
+                raise JournalError(f"{journal_path}:{number}: unknown event {kind!r}")
+        except KeyError as err:
+            raise JournalError(f"{journal_path}:{number}: event lacks field {err}") from None
+    algorithm._reissue.extend(algorithm.pending())
+    algorithm._journal = Journal(journal_path)
+    return algorithm

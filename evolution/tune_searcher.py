@@ -1,0 +1,83 @@
+"""Ray Tune adapter: a Tune `Searcher` over any ask/tell `SearchAlgorithm`.
+
+The only module of `evolution` that imports Ray. It translates Tune's trial ids to the
+algorithm's, and results to `tell` calls; it must not train anything or import TensorFlow.
+Durable state is the algorithm's journal: Tune's searcher checkpoint only records where it is.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any, Callable
+
+from ray.tune.result import AUTO_RESULT_KEYS
+from ray.tune.search import Searcher
+
+from evolution.algorithms import SearchAlgorithm
+
+log = logging.getLogger(__name__)
+TUNE_KEYS = frozenset(AUTO_RESULT_KEYS) | {"trial_id", "done", "experiment_tag"}
+
+
+class EvolutionSearcher(Searcher):
+    """Hands Tune up to `budget` trials from `algorithm` and feeds the results back.
+
+    A trial reports its metrics, or an `error` string for a candidate failure; a trial that
+    raised is recorded as failed with a pointer to Tune's error file.
+    """
+
+    def __init__(
+        self,
+        algorithm: SearchAlgorithm,
+        budget: int,
+        on_tell: Callable[[SearchAlgorithm], None] | None = None,
+    ) -> None:
+        super().__init__(metric=algorithm.objective, mode=algorithm.mode)
+        self.algorithm = algorithm
+        self.budget = budget
+        self.on_tell = on_tell
+        self._issued = 0
+        self._ours: dict[str, int] = {}
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
+        if self._issued >= self.budget:
+            return Searcher.FINISHED
+        trial = self.algorithm.ask()
+        self._issued += 1
+        self._ours[trial_id] = trial.trial_id
+        return {
+            "trial_id": trial.trial_id,
+            "parent_id": trial.parent_id,
+            "mutation": trial.mutation,
+            "genotype": trial.genotype.to_json(),
+        }
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        ours = self._ours.pop(trial_id, None)
+        if ours is None:
+            log.warning("result for a Tune trial %s this searcher did not issue; ignored", trial_id)
+            return
+        result = dict(result or {})
+        reason = result.pop("error", None) or None
+        if error and reason is None:
+            reason = f"the trial raised an exception: see error.txt of Tune trial {trial_id}"
+        metrics = {
+            k: v for k, v in result.items() if k not in TUNE_KEYS and isinstance(v, (int, float, str))
+        }
+        self.algorithm.tell(ours, metrics, error=reason)
+        if self.on_tell is not None:
+            self.on_tell(self.algorithm)
+
+    def save(self, checkpoint_path: str) -> None:
+        """Tune's own checkpoint: a JSON pointer to the journal (which holds the state)."""
+        journal = getattr(self.algorithm._journal, "path", None)
+        with open(checkpoint_path, "w", encoding="utf-8") as f:
+            json.dump({"journal": journal and os.path.abspath(journal)}, f)
+
+    def restore(self, checkpoint_path: str) -> None:
+        raise NotImplementedError(
+            "resume a search from its journal (run `amoeba search` again with the same "
+            "--output_dir), not from Tune's checkpoint"
+        )

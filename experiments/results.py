@@ -1,0 +1,75 @@
+"""Results of a search: the per-trial table, the best genotype, and the printed top list.
+
+Reads only the algorithm's records; must not train or talk to Ray.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+
+from evolution import SearchAlgorithm
+from experiments.files import atomic_write_json, atomic_write_text
+
+COLUMNS = [
+    "trial_id", "parent_id", "mutation", "genotype", "key", "status", "val_accuracy", "params",
+    "train_seconds", "images_per_sec", "trial_seconds", "error",
+]
+
+
+def results_table(algorithm: SearchAlgorithm) -> pd.DataFrame:
+    """One row per trial, pending ones included."""
+    rows = []
+    for trial_id, trial in algorithm.trials.items():
+        outcome = algorithm.outcomes.get(trial_id)
+        metrics = dict(outcome.metrics) if outcome else {}
+        rows.append(
+            {
+                "trial_id": trial_id,
+                "parent_id": trial.parent_id,
+                "mutation": trial.mutation,
+                "genotype": str(trial.genotype),
+                "key": trial.genotype.key(),
+                "status": outcome.status if outcome else "pending",
+                "val_accuracy": metrics.get("val_accuracy"),
+                "params": metrics.get("params"),
+                "train_seconds": metrics.get("train_seconds"),
+                "images_per_sec": metrics.get("images_per_sec"),
+                "trial_seconds": metrics.get("trial_seconds"),
+                "error": (outcome.error if outcome else None) or "",
+                algorithm.objective: metrics.get(algorithm.objective),
+            }
+        )
+    columns = COLUMNS + ([algorithm.objective] if algorithm.objective not in COLUMNS else [])
+    table = pd.DataFrame(rows, columns=columns)
+    return table.astype({"parent_id": "Int64", "params": "Int64"})
+
+
+def write_results(algorithm: SearchAlgorithm, output_dir: str) -> None:
+    """Atomically rewrite results.csv and best_genotype.json in `output_dir`."""
+    table = results_table(algorithm)
+    atomic_write_text(os.path.join(output_dir, "results.csv"), table.to_csv(index=False))
+    best = algorithm.best()
+    if best is not None:
+        trial, outcome = best
+        atomic_write_json(
+            os.path.join(output_dir, "best_genotype.json"),
+            {
+                "trial_id": trial.trial_id,
+                "objective": algorithm.objective,
+                "value": outcome.metrics[algorithm.objective],
+                "metrics": dict(outcome.metrics),
+                "genotype": trial.genotype.to_json(),
+                "genotype_string": str(trial.genotype),
+            },
+        )
+
+
+def top_table(algorithm: SearchAlgorithm, k: int = 5) -> str:
+    """The k best successful trials as a printable table."""
+    table = results_table(algorithm)
+    ok = table[table.status == "ok"]
+    top = ok.sort_values(algorithm.objective, ascending=algorithm.mode == "min").head(k)
+    shown = ["trial_id", "parent_id", algorithm.objective, "params", "genotype"]
+    return top[list(dict.fromkeys(shown))].to_string(index=False)

@@ -1,0 +1,214 @@
+"""The NASNet cell search space of Real et al. 2019 (AmoebaNet): genotypes, sampling, mutation.
+
+A cell has two inputs, hidden states h0 (the previous cell's output) and h1 (the one before), and
+B pairwise blocks. Block i reads two hidden states from {h0 .. h(i+1)}, applies one op to each, and
+sums them into h(i+2). The cell's output concatenates the hidden states listed in `concat`.
+
+Pure Python value objects: this module must not import TensorFlow or Ray, and must not use a
+global random state (every random choice comes from the `random.Random` passed in).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from searchspace.ops import NASNET_OPS, NASNET_SEARCH_OPS
+
+CELL_NAMES = ("normal", "reduction")
+
+
+@dataclass(frozen=True)
+class Block:
+    """Two (input hidden state, op) elements whose results are summed."""
+
+    inputs: tuple[int, int]
+    ops: tuple[str, str]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "inputs", tuple(self.inputs))
+        object.__setattr__(self, "ops", tuple(self.ops))
+
+    def key(self) -> str:
+        """Order-free key: swapping the two elements gives the same key."""
+        return "+".join(sorted(f"{op}(h{i})" for i, op in zip(self.inputs, self.ops)))
+
+
+@dataclass(frozen=True)
+class Cell:
+    blocks: tuple[Block, ...]
+    concat: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "blocks", tuple(self.blocks))
+        object.__setattr__(self, "concat", tuple(self.concat))
+
+    def key(self) -> str:
+        blocks = ",".join(b.key() for b in self.blocks)
+        return f"{blocks};concat={'.'.join(map(str, self.concat))}"
+
+    def __str__(self) -> str:
+        parts = [
+            f"h{i + 2}={b.ops[0]}(h{b.inputs[0]})+{b.ops[1]}(h{b.inputs[1]})"
+            for i, b in enumerate(self.blocks)
+        ]
+        parts.append("out=concat(" + ",".join(f"h{h}" for h in self.concat) + ")")
+        return " ".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "blocks": [{"inputs": list(b.inputs), "ops": list(b.ops)} for b in self.blocks],
+            "concat": list(self.concat),
+        }
+
+
+def unused_outputs(blocks: Sequence[Block]) -> tuple[int, ...]:
+    """The paper's concat rule: every block output that no block of the cell consumes."""
+    consumed = {i for b in blocks for i in b.inputs}
+    return tuple(i + 2 for i in range(len(blocks)) if i + 2 not in consumed)
+
+
+def make_cell(blocks: Sequence[Block], concat: Sequence[int] | None = None) -> Cell:
+    """A cell whose concat list is `concat`, or the paper's rule when it is None."""
+    blocks = tuple(blocks)
+    return Cell(blocks, unused_outputs(blocks) if concat is None else tuple(concat))
+
+
+def _validate_cell(cell: Cell, name: str) -> None:
+    if not cell.blocks:
+        raise ValueError(f"{name} cell: needs at least one block")
+    for i, block in enumerate(cell.blocks):
+        where = f"{name} cell, block {i}"
+        if len(block.inputs) != 2 or len(block.ops) != 2:
+            raise ValueError(f"{where}: needs exactly two inputs and two ops")
+        for j, (h, op) in enumerate(zip(block.inputs, block.ops)):
+            if not isinstance(h, int) or isinstance(h, bool) or not 0 <= h <= i + 1:
+                raise ValueError(
+                    f"{where}, inputs[{j}]: {h!r} is not a hidden state before the block "
+                    f"(allowed 0..{i + 1})"
+                )
+            if op not in NASNET_OPS:
+                raise ValueError(f"{where}, ops[{j}]: unknown op {op!r}; known: {list(NASNET_OPS)}")
+    last = len(cell.blocks) + 1
+    if not cell.concat:
+        raise ValueError(f"{name} cell, concat: must name at least one hidden state")
+    for h in cell.concat:
+        if not isinstance(h, int) or isinstance(h, bool) or not 0 <= h <= last:
+            raise ValueError(f"{name} cell, concat: {h!r} is not a hidden state (allowed 0..{last})")
+    if len(set(cell.concat)) != len(cell.concat):
+        raise ValueError(f"{name} cell, concat: repeats a hidden state: {list(cell.concat)}")
+
+
+@dataclass(frozen=True)
+class NasNetGenotype:
+    """A normal cell and a reduction cell; validated at construction."""
+
+    normal: Cell
+    reduction: Cell
+
+    def __post_init__(self) -> None:
+        _validate_cell(self.normal, "normal")
+        _validate_cell(self.reduction, "reduction")
+
+    def cell(self, name: str) -> Cell:
+        return self.normal if name == "normal" else self.reduction
+
+    def key(self) -> str:
+        """Canonical key: equal for genotypes that differ only in element order inside blocks."""
+        return f"normal[{self.normal.key()}]|reduction[{self.reduction.key()}]"
+
+    def __str__(self) -> str:
+        return f"normal: {self.normal} | reduction: {self.reduction}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"normal": self.normal.to_json(), "reduction": self.reduction.to_json()}
+
+    @classmethod
+    def from_json(cls, data: Any) -> "NasNetGenotype":
+        if not isinstance(data, dict):
+            raise ValueError(f"a NASNet genotype is a JSON object, got {type(data).__name__}")
+        cells = []
+        for name in CELL_NAMES:
+            cell = data.get(name)
+            if not isinstance(cell, dict) or "blocks" not in cell or "concat" not in cell:
+                raise ValueError(f"{name} cell: missing, or without 'blocks' and 'concat'")
+            blocks = []
+            for i, b in enumerate(cell["blocks"]):
+                if not isinstance(b, dict) or "inputs" not in b or "ops" not in b:
+                    raise ValueError(f"{name} cell, block {i}: needs 'inputs' and 'ops'")
+                blocks.append(Block(tuple(b["inputs"]), tuple(b["ops"])))
+            cells.append(Cell(tuple(blocks), tuple(cell["concat"])))
+        return cls(*cells)
+
+
+@dataclass(frozen=True)
+class NasNetSpace:
+    """Uniform sampling and the paper's single-element mutation over NASNet cells."""
+
+    num_blocks: int = 5
+    ops: tuple[str, ...] = NASNET_SEARCH_OPS
+    identity_prob: float = 0.05
+    name: str = field(default="nasnet", init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ops", tuple(self.ops))
+        if self.num_blocks < 1:
+            raise ValueError(f"num_blocks: must be at least 1, got {self.num_blocks}")
+        unknown = [op for op in self.ops if op not in NASNET_OPS]
+        if unknown or len(self.ops) < 2:
+            raise ValueError(f"ops: need two or more known ops, got {list(self.ops)}")
+        if not 0.0 <= self.identity_prob <= 1.0:
+            raise ValueError(f"identity_prob: must be in [0, 1], got {self.identity_prob}")
+
+    def to_config(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "num_blocks": self.num_blocks,
+            "ops": list(self.ops),
+            "identity_prob": self.identity_prob,
+        }
+
+    def genotype_from_json(self, data: Any) -> NasNetGenotype:
+        return NasNetGenotype.from_json(data)
+
+    def _sample_cell(self, rng: random.Random) -> Cell:
+        blocks = [
+            Block(
+                (rng.randrange(i + 2), rng.randrange(i + 2)),
+                (rng.choice(self.ops), rng.choice(self.ops)),
+            )
+            for i in range(self.num_blocks)
+        ]
+        return make_cell(blocks)
+
+    def sample(self, rng: random.Random) -> NasNetGenotype:
+        return NasNetGenotype(self._sample_cell(rng), self._sample_cell(rng))
+
+    def mutate(self, parent: NasNetGenotype, rng: random.Random) -> tuple[NasNetGenotype, str]:
+        """One mutation: identity with `identity_prob`, else exactly one element changed.
+
+        Picks the normal or reduction cell, one of its blocks and one of the block's two elements
+        uniformly; then, with equal probability, a different input hidden state or a different op.
+        """
+        if rng.random() < self.identity_prob:
+            return parent, "identity"
+        cell_name = rng.choice(CELL_NAMES)
+        cell = parent.cell(cell_name)
+        b = rng.randrange(len(cell.blocks))
+        e = rng.randrange(2)
+        block = cell.blocks[b]
+        inputs, ops = list(block.inputs), list(block.ops)
+        if rng.random() < 0.5:
+            old = inputs[e]
+            inputs[e] = rng.choice([h for h in range(b + 2) if h != old])
+            what = f"hidden state h{old} -> h{inputs[e]}"
+        else:
+            old = ops[e]
+            ops[e] = rng.choice([op for op in self.ops if op != old])
+            what = f"op {old} -> {ops[e]}"
+        blocks = list(cell.blocks)
+        blocks[b] = Block(tuple(inputs), tuple(ops))
+        new_cell = make_cell(blocks)
+        cells = {"normal": parent.normal, "reduction": parent.reduction, cell_name: new_cell}
+        return NasNetGenotype(cells["normal"], cells["reduction"]), f"{cell_name} block {b} element {e}: {what}"

@@ -1,0 +1,31 @@
+"""amoeba-nas: neural architecture search by regularized evolution."""
+
+from setuptools import find_packages, setup
+
+# Tested with: tensorflow-cpu 2.21.0, ray 2.60.0, numpy 2.4, pandas 3.1, absl-py 2.5,
+# google-cloud-storage 3.17, scikit-learn 1.9, pytest 9, hypothesis 6 (Python 3.11, Linux x86_64).
+LINUX_X86 = 'sys_platform == "linux" and platform_machine == "x86_64"'
+NOT_LINUX_X86 = 'sys_platform != "linux" or platform_machine != "x86_64"'
+
+setup(
+    name="amoeba-nas",
+    version="0.1.0",
+    description="Neural architecture search by regularized evolution (AmoebaNet) on Ray Tune",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.11",
+    packages=find_packages(include=["searchspace", "evolution", "trainer", "experiments", "experiments.*"]),
+    package_data={"experiments": ["configs/*.cfg"]},
+    install_requires=[
+        f"tensorflow-cpu~=2.21.0; {LINUX_X86}",
+        f"tensorflow~=2.21.0; {NOT_LINUX_X86}",
+        "ray[tune]~=2.60.0",
+        "numpy>=1.26",
+        "pandas>=2.2",
+        "absl-py>=2.1",
+        "google-cloud-storage>=2.18",
+        "scikit-learn>=1.5",
+    ],
+    extras_require={"test": ["pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3"]},
+    entry_points={"console_scripts": ["amoeba=experiments.cli:run"]},
+)

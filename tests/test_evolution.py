@@ -1,0 +1,247 @@
+import json
+import logging
+import os
+import random
+from collections import Counter, deque
+
+import pytest
+
+from evolution import JournalError, RandomSearch, RegularizedEvolution, resume
+from evolution.steps import age_out, tournament_select
+from searchspace import NasNetSpace
+from tests.conftest import hashed_fitness, run_fake
+
+SPACE = NasNetSpace()
+GOLDEN = os.path.join(os.path.dirname(__file__), "golden", "re_seed7_p20_s5.json")
+
+
+def test_tournament_draws_with_replacement_and_returns_the_fittest():
+    population = list(range(10))
+    rng = random.Random(0)
+    wins = Counter(tournament_select(population, 3, rng, fitness=float) for _ in range(20000))
+    # The best member wins when drawn at least once: 1 - (9/10)^3 = 0.271.
+    assert abs(wins[9] / 20000 - 0.271) < 0.015
+    # With replacement, the worst member still wins when it is drawn three times: 0.001.
+    assert 0 < wins[0] < 60
+    assert tournament_select([5], 25, rng, fitness=float) == 5
+
+
+def test_age_out_removes_the_oldest():
+    population = deque([3, 1, 2, 9])
+    assert age_out(population, 2) == [3, 1]
+    assert list(population) == [2, 9]
+
+
+def test_population_never_exceeds_p_and_the_oldest_leaves_even_when_best():
+    algorithm = RegularizedEvolution(SPACE, population_size=5, sample_size=2, seed=0)
+    told = []
+    for i in range(30):
+        trial = algorithm.ask()
+        # Trial 0 is by far the best, yet it must age out after 5 more successes.
+        algorithm.tell(trial.trial_id, {"val_accuracy": 1.0 if i == 0 else 0.1 + i / 1000})
+        told.append(trial.trial_id)
+        assert len(algorithm.population) <= 5
+        assert list(algorithm.population) == told[-5:]
+    assert algorithm.best()[0].trial_id == 0
+
+
+def test_samples_at_random_until_p_results_then_mutates():
+    algorithm = RegularizedEvolution(SPACE, population_size=4, sample_size=2, seed=1)
+    first = [algorithm.ask() for _ in range(6)]  # nothing told yet: all random
+    assert all(t.mutation == "random" and t.parent_id is None for t in first)
+    for t in first[:4]:
+        algorithm.tell(t.trial_id, {"val_accuracy": 0.5})
+    child = algorithm.ask()
+    assert child.parent_id in {t.trial_id for t in first[:4]} and child.mutation != "random"
+
+
+def test_failed_trials_never_enter_the_population():
+    algorithm = RegularizedEvolution(SPACE, population_size=3, sample_size=2, seed=2)
+    for i in range(10):
+        trial = algorithm.ask()
+        if i % 2:
+            algorithm.tell(trial.trial_id, error="out of memory")
+        else:
+            algorithm.tell(trial.trial_id, {"val_accuracy": float("nan")})
+    assert not algorithm.population and algorithm.best() is None
+    reasons = {o.error for o in algorithm.outcomes.values()}
+    assert "out of memory" in reasons and "objective 'val_accuracy' is nan" in reasons
+
+
+def test_tell_is_idempotent(caplog):
+    algorithm = RegularizedEvolution(SPACE, population_size=3, sample_size=2, seed=3)
+    trial = algorithm.ask()
+    assert algorithm.tell(trial.trial_id, {"val_accuracy": 0.5})
+    with caplog.at_level(logging.WARNING):
+        assert not algorithm.tell(trial.trial_id, {"val_accuracy": 0.9})
+        assert not algorithm.tell(999, {"val_accuracy": 0.9})
+    assert "duplicate" in caplog.text and "unknown trial 999" in caplog.text
+    assert algorithm.outcomes[trial.trial_id].metrics["val_accuracy"] == 0.5
+    assert list(algorithm.population) == [trial.trial_id]
+
+
+def test_objective_and_direction_are_configurable():
+    algorithm = RegularizedEvolution(SPACE, population_size=2, sample_size=2, seed=4, objective="loss", mode="min")
+    losses = [0.9, 0.2, 0.5]
+    for loss in losses:
+        algorithm.tell(algorithm.ask().trial_id, {"loss": loss})
+    assert algorithm.best()[1].metrics["loss"] == 0.2
+
+
+def test_bad_parameters_fail_at_once():
+    with pytest.raises(ValueError, match="sample_size"):
+        RegularizedEvolution(SPACE, population_size=5, sample_size=6)
+    with pytest.raises(ValueError, match="mode"):
+        RandomSearch(SPACE, mode="up")
+
+
+def test_golden_proposal_sequence():
+    """Pins the first 200 proposals' canonical keys for seed 7 (P=20, S=5, hashed fitness)."""
+    algorithm = RegularizedEvolution(SPACE, population_size=20, sample_size=5, seed=7)
+    keys = [t.genotype.key() for t in run_fake(algorithm, 200)]
+    if os.environ.get("AMOEBA_REGEN_GOLDEN"):
+        with open(GOLDEN, "w") as f:
+            json.dump(keys, f, indent=0)
+    with open(GOLDEN) as f:
+        assert keys == json.load(f)
+
+
+def _proposals(algorithm, n):
+    return [(t.trial_id, t.parent_id, t.genotype.key()) for t in run_fake(algorithm, n)]
+
+
+@pytest.mark.parametrize("cls", [RegularizedEvolution, RandomSearch])
+def test_resume_reproduces_an_uninterrupted_run(tmp_path, cls):
+    kwargs = {"population_size": 10, "sample_size": 3} if cls is RegularizedEvolution else {}
+    reference = _proposals(cls(SPACE, seed=5, **kwargs), 120)
+    rng = random.Random(0)
+    for attempt in range(3):
+        path = str(tmp_path / f"journal{attempt}.jsonl")
+        algorithm = cls(SPACE, seed=5, journal_path=path, **kwargs)
+        got = []
+        while len(got) < 120:
+            got += _proposals(algorithm, min(rng.randrange(1, 50), 120 - len(got)))
+            algorithm.close()
+            algorithm = resume(path)
+        assert got == reference
+        assert algorithm.completed() == 120
+
+
+def test_resumed_state_equals_uninterrupted_state(tmp_path):
+    path = str(tmp_path / "j.jsonl")
+    live = RegularizedEvolution(SPACE, population_size=10, sample_size=3, seed=6, journal_path=path)
+    run_fake(live, 57)
+    replayed = resume(path)
+    assert replayed.rng.getstate() == live.rng.getstate()
+    assert list(replayed.population) == list(live.population)
+    assert replayed.trials == live.trials and replayed.outcomes == live.outcomes
+
+
+def test_in_flight_trials_are_reissued_once_with_same_id_and_genotype(tmp_path):
+    path = str(tmp_path / "j.jsonl")
+    algorithm = RegularizedEvolution(SPACE, population_size=3, sample_size=2, seed=8, journal_path=path)
+    run_fake(algorithm, 4)
+    in_flight = [algorithm.ask(), algorithm.ask()]
+    algorithm.close()
+
+    resumed = resume(path)
+    again = [resumed.ask(), resumed.ask()]
+    assert again == in_flight
+    fresh = resumed.ask()
+    assert fresh.trial_id == 6  # a new trial, not a third hand-out
+    # After another restart, every trial still untold is handed out again, in id order.
+    resumed.close()
+    second = resume(path)
+    assert [second.ask().trial_id for _ in range(4)] == [4, 5, 6, 7]
+
+
+def test_torn_last_line_is_dropped_with_a_warning(tmp_path, caplog):
+    path = str(tmp_path / "j.jsonl")
+    algorithm = RandomSearch(SPACE, seed=9, journal_path=path)
+    run_fake(algorithm, 5)
+    algorithm.close()
+    with open(path, "a") as f:
+        f.write('{"event": "tell", "trial_id": 4, "sta')
+    with caplog.at_level(logging.WARNING):
+        resumed = resume(path)
+    assert "torn last line" in caplog.text
+    assert resumed.completed() == 5
+    run_fake(resumed, 1)  # appends after the repaired end
+    resumed.close()
+    assert resume(path).completed() == 6
+
+
+def test_damage_inside_the_journal_names_the_line(tmp_path):
+    path = str(tmp_path / "j.jsonl")
+    algorithm = RandomSearch(SPACE, seed=10, journal_path=path)
+    run_fake(algorithm, 5)
+    algorithm.close()
+    lines = open(path).read().splitlines()
+    lines[3] = lines[3][:20]
+    open(path, "w").write("\n".join(lines) + "\n")
+    with pytest.raises(JournalError, match=r"j.jsonl:4: damaged journal line"):
+        resume(path)
+
+
+def test_a_journal_that_does_not_replay_is_an_error(tmp_path):
+    path = str(tmp_path / "j.jsonl")
+    algorithm = RandomSearch(SPACE, seed=11, journal_path=path)
+    run_fake(algorithm, 3)
+    algorithm.close()
+    lines = open(path).read().splitlines()
+    start = json.loads(lines[0])
+    start["seed"] = 12
+    lines[0] = json.dumps(start)
+    open(path, "w").write("\n".join(lines) + "\n")
+    with pytest.raises(JournalError, match=r":2: replay diverged"):
+        resume(path)
+
+
+def test_a_new_search_refuses_an_existing_journal(tmp_path):
+    path = str(tmp_path / "j.jsonl")
+    run_fake(RandomSearch(SPACE, seed=1, journal_path=path), 1)
+    with pytest.raises(FileExistsError, match="resume"):
+        RandomSearch(SPACE, seed=1, journal_path=path)
+
+
+def _target_fitness(target):
+    target_elements = {
+        (name, b, e): (blk.inputs[e], blk.ops[e])
+        for name in ("normal", "reduction")
+        for b, blk in enumerate(target.cell(name).blocks)
+        for e in (0, 1)
+    }
+
+    def fitness(genotype):
+        matches = sum(
+            (blk.inputs[e], blk.ops[e]) == target_elements[(name, b, e)]
+            for name in ("normal", "reduction")
+            for b, blk in enumerate(genotype.cell(name).blocks)
+            for e in (0, 1)
+        )
+        return matches / len(target_elements)
+
+    return fitness
+
+
+def test_regularized_evolution_beats_random_search_on_a_synthetic_landscape():
+    """Fitness = share of the 20 (input, op) elements equal to a hidden target's, plus noise."""
+    budget, seeds = 400, range(8)
+    best = {"re": [], "random": []}
+    for seed in seeds:
+        target = SPACE.sample(random.Random(1000 + seed))
+        fitness = _target_fitness(target)
+        noise = random.Random(seed)
+        for name, algorithm in (
+            ("re", RegularizedEvolution(SPACE, population_size=30, sample_size=8, seed=seed)),
+            ("random", RandomSearch(SPACE, seed=seed)),
+        ):
+            for _ in range(budget):
+                trial = algorithm.ask()
+                algorithm.tell(trial.trial_id, {"val_accuracy": fitness(trial.genotype) + noise.gauss(0, 0.02)})
+            best[name].append(fitness(algorithm.best()[0].genotype))
+    mean_re = sum(best["re"]) / len(seeds)
+    mean_random = sum(best["random"]) / len(seeds)
+    print(f"best fitness: RE {mean_re:.3f}, random {mean_random:.3f}")
+    assert mean_re > mean_random + 0.15, (mean_re, mean_random)
+    assert sum(r > q for r, q in zip(best["re"], best["random"])) == len(seeds)

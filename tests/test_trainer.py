@@ -1,0 +1,86 @@
+import numpy as np
+import pytest
+
+from searchspace import Block, NasNetGenotype, make_cell
+from searchspace.ops import NASNET_OPS
+from searchspace.references import REFERENCES
+from trainer.candidate import CandidateFailed, train_candidate
+from trainer.data import BUILTIN_DATASETS, eval_pipeline, load_digits
+from trainer.nasnet import build_nasnet
+from trainer.proxy import BUILTIN_DATASETS as PROXY_DATASETS
+from trainer.proxy import ProxyConfig
+
+TINY = NasNetGenotype(make_cell([Block((0, 1), ("sep_conv_3x3", "none"))]),
+                      make_cell([Block((0, 1), ("max_pool_3x3", "none"))]))
+
+
+def all_ops_cell():
+    """Six blocks using every registry op, on cell inputs (strided in reduction) and on blocks."""
+    ops = list(NASNET_OPS) + ["none"]
+    blocks = [Block((i % 2 if i < 3 else i + 1, i % 2), (ops[2 * i], ops[2 * i + 1])) for i in range(6)]
+    return make_cell(blocks)
+
+
+def test_every_op_builds_in_normal_and_reduction_cells():
+    cell = all_ops_cell()
+    assert {op for b in cell.blocks for op in b.ops} == set(NASNET_OPS)
+    model = build_nasnet(NasNetGenotype(cell, cell), (8, 8, 1), 10, num_cells=1, filters=4)
+    out = model(np.zeros((2, 8, 8, 1), "float32"), training=True)
+    assert out.shape == (2, 10)
+    np.testing.assert_allclose(np.sum(np.asarray(out), axis=1), 1.0, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCES))
+def test_reference_cells_build(name):
+    model = build_nasnet(REFERENCES[name], (9, 9, 3), 5, num_cells=1, filters=4)  # odd size too
+    assert model(np.zeros((1, 9, 9, 3), "float32")).shape == (1, 5)
+
+
+def test_width_doubles_at_each_reduction():
+    model = build_nasnet(TINY, (8, 8, 1), 10, num_cells=1, filters=4)
+    concat_widths = [layer.output.shape[-1] for layer in model.layers if layer.name.startswith("add")]
+    assert concat_widths == [4, 8, 8, 16, 16]  # normal, reduction, normal, reduction, normal
+
+
+def test_digits_split_is_fixed_and_stratified():
+    a, b = load_digits(), load_digits()
+    assert a.x_train.shape == (1437, 8, 8, 1) and a.x_val.shape == (360, 8, 8, 1)
+    np.testing.assert_array_equal(a.y_val, b.y_val)
+    counts = np.bincount(a.y_val, minlength=10)
+    assert counts.min() >= 35 and counts.max() <= 37
+    assert 0.0 <= a.x_train.min() and a.x_train.max() <= 1.0
+
+
+def test_eval_pipeline_pads_to_fixed_batches_with_zero_weight():
+    x, y = np.ones((10, 2, 2, 1), "float32"), np.arange(10, dtype="int32")
+    batches = list(eval_pipeline(x, y, 4))
+    assert [b[0].shape[0] for b in batches] == [4, 4, 4]
+    assert float(sum(np.sum(w) for _, _, w in batches)) == 10.0
+
+
+def test_proxy_datasets_match_the_loaders_and_bad_config_fails():
+    assert set(PROXY_DATASETS) == set(BUILTIN_DATASETS)
+    with pytest.raises(ValueError, match="dataset"):
+        ProxyConfig(dataset="imagenet21k")
+    with pytest.raises(ValueError, match="epochs"):
+        ProxyConfig(epochs=0)
+
+
+@pytest.mark.integration
+def test_train_candidate_learns_digits():
+    metrics = train_candidate(TINY, ProxyConfig(epochs=3, filters=8))
+    assert metrics["val_accuracy"] > 0.5  # chance is 0.1
+    assert metrics["params"] > 1000 and metrics["images_per_sec"] > 0
+    assert metrics["first_step_seconds"] < metrics["train_seconds"]
+
+
+@pytest.mark.integration
+def test_nan_loss_is_a_candidate_failure():
+    with pytest.raises(CandidateFailed, match="NaN loss"):
+        train_candidate(TINY, ProxyConfig(epochs=1, filters=4, learning_rate=1e30))
+
+
+@pytest.mark.integration
+def test_timeout_is_a_candidate_failure():
+    with pytest.raises(CandidateFailed, match="timeout"):
+        train_candidate(TINY, ProxyConfig(epochs=50, filters=4, timeout_s=0.5))

@@ -1,0 +1,111 @@
+"""Train one search candidate on a proxy task and measure it.
+
+A plain tf.function training step instead of `model.fit`: on CPU it traces in about half the time
+(measured in benchmarks/trial_overhead.py), and on short proxy runs that fixed cost dominates.
+Candidate failures (NaN loss, out of memory, timeout) raise `CandidateFailed` with the reason;
+anything else is a bug or a config error and propagates. This module must not import Ray.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import keras
+import tensorflow as tf
+
+from searchspace.nasnet import NasNetGenotype
+from trainer.data import eval_pipeline, load_builtin, train_pipeline
+from trainer.nasnet import build_nasnet
+from trainer.proxy import ProxyConfig
+
+
+class CandidateFailed(Exception):
+    """The candidate could not be evaluated: the search records the reason and goes on."""
+
+
+def _set_threads(threads: int) -> None:
+    if threads <= 0:
+        return
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+    except RuntimeError:  # TensorFlow already initialised in this process: keep its pools
+        pass
+
+
+def _set_bn_momentum(model: keras.Model, momentum: float) -> None:
+    """Short proxy runs need fast-moving BN statistics, or evaluation sees the initial ones."""
+    for layer in model.layers:
+        if isinstance(layer, keras.layers.BatchNormalization):
+            layer.momentum = momentum
+
+
+def train_candidate(genotype: NasNetGenotype, proxy: ProxyConfig) -> dict[str, float]:
+    """Train `genotype` on the proxy task; return validation accuracy, size and timings."""
+    _set_threads(proxy.threads)
+    t_start = time.perf_counter()
+    data = load_builtin(proxy.dataset)
+    keras.utils.set_random_seed(proxy.seed)
+    model = build_nasnet(genotype, data.input_shape, data.num_classes, proxy.num_cells, proxy.filters)
+    _set_bn_momentum(model, proxy.bn_momentum)
+    train_ds = train_pipeline(data.x_train, data.y_train, proxy.batch_size, proxy.seed)
+    steps_per_epoch = len(data.x_train) // proxy.batch_size
+    total_steps = steps_per_epoch * proxy.epochs
+    schedule = keras.optimizers.schedules.CosineDecay(proxy.learning_rate, total_steps)
+    optimizer = keras.optimizers.SGD(schedule, momentum=proxy.momentum, nesterov=True)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy()
+
+    @tf.function(autograph=False)
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    @tf.function(autograph=False)
+    def eval_step(x, y, w):
+        probs = model(x, training=False)
+        correct = tf.cast(tf.equal(tf.argmax(probs, -1, output_type=tf.int32), y), tf.float32)
+        losses = keras.losses.sparse_categorical_crossentropy(y, probs)
+        return tf.reduce_sum(correct * w), tf.reduce_sum(losses * w)
+
+    setup_seconds = time.perf_counter() - t_start
+    deadline = t_start + proxy.timeout_s if proxy.timeout_s else math.inf
+    first_step_seconds = 0.0
+    t_train = time.perf_counter()
+    try:
+        for epoch in range(proxy.epochs):
+            loss_sum = tf.zeros(())
+            for step, (x, y) in enumerate(train_ds):
+                t_step = time.perf_counter()
+                loss_sum += train_step(x, y)
+                if epoch == 0 and step == 0:
+                    first_step_seconds = time.perf_counter() - t_step
+                if time.perf_counter() > deadline:
+                    raise CandidateFailed(f"timeout: over {proxy.timeout_s:g} s in epoch {epoch}")
+            train_loss = float(loss_sum) / steps_per_epoch
+            if not math.isfinite(train_loss):
+                raise CandidateFailed(f"NaN loss: mean training loss {train_loss} in epoch {epoch}")
+        train_seconds = time.perf_counter() - t_train
+        t_eval = time.perf_counter()
+        correct = loss = 0.0
+        for x, y, w in eval_pipeline(data.x_val, data.y_val, proxy.batch_size):
+            c, l = eval_step(x, y, w)
+            correct, loss = correct + float(c), loss + float(l)
+    except tf.errors.ResourceExhaustedError as err:
+        raise CandidateFailed(f"out of memory: {err.message.splitlines()[0]}") from None
+    n_val = len(data.x_val)
+    steady_images = (total_steps - 1) * proxy.batch_size
+    return {
+        "val_accuracy": correct / n_val,
+        "val_loss": loss / n_val,
+        "train_loss": train_loss,
+        "params": int(model.count_params()),
+        "setup_seconds": setup_seconds,
+        "first_step_seconds": first_step_seconds,
+        "train_seconds": train_seconds,
+        "eval_seconds": time.perf_counter() - t_eval,
+        "images_per_sec": steady_images / max(train_seconds - first_step_seconds, 1e-9),
+    }

@@ -32,7 +32,7 @@ class EvolutionSearcher(Searcher):
         self,
         algorithm: SearchAlgorithm,
         budget: int,
-        on_tell: Callable[[SearchAlgorithm], None] | None = None,
+        on_tell: Callable[[SearchAlgorithm, int], None] | None = None,
     ) -> None:
         super().__init__(metric=algorithm.objective, mode=algorithm.mode)
         self.algorithm = algorithm
@@ -66,9 +66,8 @@ class EvolutionSearcher(Searcher):
         metrics = {
             k: v for k, v in result.items() if k not in TUNE_KEYS and isinstance(v, (int, float, str))
         }
-        self.algorithm.tell(ours, metrics, error=reason)
-        if self.on_tell is not None:
-            self.on_tell(self.algorithm)
+        if self.algorithm.tell(ours, metrics, error=reason) and self.on_tell is not None:
+            self.on_tell(self.algorithm, ours)
 
     def save(self, checkpoint_path: str) -> None:
         """Tune's own checkpoint: a JSON pointer to the journal (which holds the state)."""

@@ -104,13 +104,7 @@ def _show(args: list[str]) -> None:
         genotype = load_genotype(args[0])
     except ValueError as err:
         raise app.UsageError(str(err)) from None
-    for name in ("normal", "reduction"):
-        cell = genotype.cell(name)
-        print(f"{name} cell:")
-        for i, block in enumerate(cell.blocks):
-            (a, b), (op_a, op_b) = block.inputs, block.ops
-            print(f"  h{i + 2} = {op_a}(h{a}) + {op_b}(h{b})")
-        print(f"  output = concat({', '.join(f'h{h}' for h in cell.concat)})")
+    print(genotype.describe())
     print(f"key: {genotype.key()}")
 
 

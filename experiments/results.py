@@ -71,5 +71,6 @@ def top_table(algorithm: SearchAlgorithm, k: int = 5) -> str:
     table = results_table(algorithm)
     ok = table[table.status == "ok"]
     top = ok.sort_values(algorithm.objective, ascending=algorithm.mode == "min").head(k)
-    shown = ["trial_id", "parent_id", algorithm.objective, "params", "genotype"]
-    return top[list(dict.fromkeys(shown))].to_string(index=False)
+    shown = ["trial_id", "parent_id", algorithm.objective, "params", "train_seconds", "mutation"]
+    top = top[list(dict.fromkeys(shown))]
+    return top.to_string(index=False, float_format=lambda v: f"{v:.4f}", max_colwidth=60)

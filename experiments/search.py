@@ -112,11 +112,12 @@ def run_search(config: SearchConfig) -> SearchAlgorithm:
             address=config.ray_address,
             include_dashboard=False,
             logging_level=logging.WARNING,
+            log_to_driver=False,  # TensorFlow start-up chatter; errors go to Tune error files
             runtime_env={"env_vars": {"TF_CPP_MIN_LOG_LEVEL": "2"}},
         )
     try:
         searcher = EvolutionSearcher(
-            algorithm, budget, on_tell=lambda a: write_results(a, config.output_dir)
+            algorithm, budget, on_tell=lambda a, t: on_result(a, t, config)
         )
         trainable = tune.with_resources(
             tune.with_parameters(run_trial, proxy=config.proxy.to_dict()), {"cpu": config.trial_cpus()}
@@ -142,6 +143,21 @@ def run_search(config: SearchConfig) -> SearchAlgorithm:
     return algorithm
 
 
+def on_result(algorithm: SearchAlgorithm, trial_id: int, config: SearchConfig) -> None:
+    """After each result: rewrite the results files and print one progress line."""
+    write_results(algorithm, config.output_dir)
+    trial, outcome = algorithm.trials[trial_id], algorithm.outcomes[trial_id]
+    origin = "random" if trial.parent_id is None else f"child of {trial.parent_id}: {trial.mutation}"
+    if outcome.status == "ok":
+        result = f"{algorithm.objective} {outcome.metrics[algorithm.objective]:.4f}"
+    else:
+        result = f"FAILED ({outcome.error})"
+    best_trial, best_outcome = algorithm.best() or (None, None)
+    best = f"best {best_outcome.metrics[algorithm.objective]:.4f}" if best_outcome else "no best yet"
+    print(f"[{algorithm.completed()}/{config.max_trials}] trial {trial_id} ({origin}): {result}; {best}",
+          flush=True)
+
+
 def summary(algorithm: SearchAlgorithm, output_dir: str) -> str:
     done = algorithm.completed()
     failed = sum(o.status != "ok" for o in algorithm.outcomes.values())
@@ -156,4 +172,6 @@ def summary(algorithm: SearchAlgorithm, output_dir: str) -> str:
                      f"genotype in {output_dir}/best_genotype.json")
         lines.append("top 5:")
         lines.append(top_table(algorithm, 5))
+        lines.append(f"best genotype (trial {trial.trial_id}):")
+        lines.append(trial.genotype.describe())
     return "\n".join(lines)

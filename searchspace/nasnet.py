@@ -121,6 +121,18 @@ class NasNetGenotype:
     def __str__(self) -> str:
         return f"normal: {self.normal} | reduction: {self.reduction}"
 
+    def describe(self) -> str:
+        """A multi-line listing: one line per block, one per cell output."""
+        lines = []
+        for name in CELL_NAMES:
+            cell = self.cell(name)
+            lines.append(f"{name} cell:")
+            for i, block in enumerate(cell.blocks):
+                (a, b), (op_a, op_b) = block.inputs, block.ops
+                lines.append(f"  h{i + 2} = {op_a}(h{a}) + {op_b}(h{b})")
+            lines.append(f"  output = concat({', '.join(f'h{h}' for h in cell.concat)})")
+        return "\n".join(lines)
+
     def to_json(self) -> dict[str, Any]:
         return {"normal": self.normal.to_json(), "reduction": self.reduction.to_json()}
 

@@ -1,0 +1,54 @@
+"""The `amoeba` command's cheap paths: show, usage errors, flagfiles."""
+
+import json
+import os
+import subprocess
+import sys
+
+from searchspace.references import AMOEBANET_D
+from tests.conftest import REPO
+
+AMOEBA = [sys.executable, "-c", "from experiments.cli import run; run()"]
+
+
+def amoeba(*args):
+    return subprocess.run(AMOEBA + list(args), capture_output=True, text=True, timeout=120, cwd=REPO)
+
+
+def test_show_a_reference_by_name():
+    result = amoeba("show", "amoebanet_d")
+    assert result.returncode == 0
+    assert "h6 = avg_pool_3x3(h1) + conv_1x1(h5)" in result.stdout
+    assert "output = concat(h0, h3, h4, h6)" in result.stdout
+
+
+def test_show_json_text_and_file(tmp_path):
+    text = json.dumps(AMOEBANET_D.to_json())
+    assert amoeba("show", text).stdout == amoeba("show", "amoebanet_d").stdout
+    path = tmp_path / "g.json"
+    path.write_text(text)
+    assert amoeba("show", str(path)).stdout == amoeba("show", "amoebanet_d").stdout
+
+
+def test_show_bad_genotype_names_the_field(tmp_path):
+    data = AMOEBANET_D.to_json()
+    data["reduction"]["blocks"][2]["inputs"][0] = 7
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    result = amoeba("show", str(path))
+    assert result.returncode != 0
+    assert "reduction cell, block 2, inputs[0]: 7" in result.stderr
+
+
+def test_unknown_subcommand_prints_usage():
+    result = amoeba("train-everything")
+    assert result.returncode == 2 and "usage: amoeba" in result.stderr
+
+
+def test_flagfile_is_read_and_validated(tmp_path):
+    config = os.path.join(REPO, "experiments", "configs", "search_digits.cfg")
+    flagfile = tmp_path / "bad.cfg"
+    flagfile.write_text(open(config).read() + f"--output_dir={tmp_path / 'out'}\n--sample_size=11\n")
+    result = amoeba("search", f"--flagfile={flagfile}")
+    assert result.returncode != 0 and "sample_size" in result.stderr
+    assert not (tmp_path / "out" / "journal.jsonl").exists()

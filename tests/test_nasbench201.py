@@ -42,3 +42,17 @@ def test_space_covers_every_cell_and_round_trips_config():
     space = NasBench201Space()
     assert len({g.key() for g in space.all_genotypes()}) == 5**6
     assert space_from_config(space.to_config()) == space
+
+
+def test_the_engine_runs_and_resumes_on_this_space(tmp_path):
+    from evolution import RegularizedEvolution, resume
+    from tests.conftest import run_fake
+
+    path = str(tmp_path / "j.jsonl")
+    algorithm = RegularizedEvolution(NasBench201Space(), population_size=10, sample_size=3, seed=0,
+                                     journal_path=path)
+    trials = run_fake(algorithm, 60)
+    assert any(t.parent_id is not None for t in trials)
+    assert all(isinstance(t.genotype, NasBench201Genotype) for t in trials)
+    algorithm.close()
+    assert resume(path).trials == algorithm.trials

@@ -2,8 +2,10 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pandas as pd
 import pytest
@@ -61,3 +63,42 @@ def test_config_errors_fail_at_once_without_a_journal(tmp_path):
                     check=False)
     assert result.returncode != 0 and "sample_size" in result.stderr
     assert not os.path.exists(os.path.join(out, "journal.jsonl"))
+
+
+@pytest.mark.integration
+def test_failing_candidates_are_recorded_and_the_search_goes_on(tmp_path):
+    out = str(tmp_path / "timeouts")
+    result = amoeba("search", f"--output_dir={out}", "--max_trials=2", *TINY_SEARCH,
+                    "--trial_timeout_s=0.001")
+    assert "2 trials done (2 failed)" in result.stdout and "no trial succeeded" in result.stdout
+    table = pd.read_csv(os.path.join(out, "results.csv"))
+    assert set(table.status) == {"failed"} and table.error.str.startswith("timeout").all()
+    assert not os.path.exists(os.path.join(out, "best_genotype.json"))
+
+
+@pytest.mark.integration
+def test_sigkilled_search_resumes_and_reissues_in_flight_trials(tmp_path):
+    out = str(tmp_path / "killed")
+    journal = os.path.join(out, "journal.jsonl")
+    proc = subprocess.Popen(AMOEBA + ["search", f"--output_dir={out}", "--max_trials=4", *TINY_SEARCH],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        if os.path.exists(journal) and '"event":"tell"' in open(journal).read():
+            break
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)  # the driver and everything it started
+    proc.wait()
+    before = resume(journal)
+    in_flight = {t: before.trials[t] for t in before.pending()}
+    assert before.completed() >= 1 and in_flight, "kill came too late to leave trials in flight"
+    before.close()
+
+    result = amoeba("search", f"--output_dir={out}", "--max_trials=4", *TINY_SEARCH)
+    assert "4 trials done" in result.stdout
+    after = resume(journal)
+    assert after.completed() == 4 and not after.pending()
+    for trial_id, trial in in_flight.items():  # re-issued: same id, same genotype, told once
+        assert after.trials[trial_id] == trial and trial_id in after.outcomes
+    events = [json.loads(line)["event"] for line in open(journal)]
+    assert events.count("reissue") == len(in_flight) and events.count("tell") == 4

@@ -1,0 +1,57 @@
+"""The Ray Tune adapter, driven the way Tune drives it (no cluster needed)."""
+
+import json
+import logging
+
+from evolution import RegularizedEvolution, resume
+from evolution.tune_searcher import EvolutionSearcher
+from ray.tune.search import Searcher
+from searchspace import NasNetSpace
+
+
+def make(tmp_path, budget=3):
+    algorithm = RegularizedEvolution(NasNetSpace(), population_size=2, sample_size=2, seed=0,
+                                     journal_path=str(tmp_path / "j.jsonl"))
+    told = []
+    return algorithm, EvolutionSearcher(algorithm, budget, on_tell=lambda a, t: told.append(t)), told
+
+
+def test_suggest_hands_out_the_algorithms_trials_up_to_the_budget(tmp_path):
+    algorithm, searcher, _ = make(tmp_path)
+    configs = [searcher.suggest(f"tune_{i}") for i in range(3)]
+    assert [c["trial_id"] for c in configs] == [0, 1, 2]
+    assert configs[0]["genotype"] == algorithm.trials[0].genotype.to_json()
+    assert searcher.suggest("tune_3") == Searcher.FINISHED
+
+
+def test_results_errors_and_crashes_are_told(tmp_path):
+    algorithm, searcher, told = make(tmp_path)
+    for i in range(3):
+        searcher.suggest(f"tune_{i}")
+    searcher.on_trial_complete("tune_0", {"val_accuracy": 0.9, "error": "", "params": 10,
+                                          "config": {"x": 1}, "time_total_s": 3.0, "trial_id": "tune_0"})
+    searcher.on_trial_complete("tune_1", {"val_accuracy": float("nan"), "error": "timeout: over 5 s"})
+    searcher.on_trial_complete("tune_2", None, error=True)
+    assert told == [0, 1, 2]
+    assert dict(algorithm.outcomes[0].metrics) == {"val_accuracy": 0.9, "params": 10}
+    assert algorithm.outcomes[1].error == "timeout: over 5 s"
+    assert "error.txt of Tune trial tune_2" in algorithm.outcomes[2].error
+
+
+def test_a_repeated_completion_is_ignored(tmp_path, caplog):
+    algorithm, searcher, told = make(tmp_path)
+    searcher.suggest("tune_0")
+    searcher.on_trial_complete("tune_0", {"val_accuracy": 0.5})
+    with caplog.at_level(logging.WARNING):
+        searcher.on_trial_complete("tune_0", {"val_accuracy": 0.7})
+    assert told == [0] and algorithm.outcomes[0].metrics["val_accuracy"] == 0.5
+    assert "did not issue" in caplog.text
+
+
+def test_tune_checkpoint_is_a_json_pointer_to_the_journal(tmp_path):
+    algorithm, searcher, _ = make(tmp_path)
+    searcher.suggest("tune_0")
+    searcher.save(str(tmp_path / "ckpt"))
+    assert json.load(open(tmp_path / "ckpt"))["journal"].endswith("j.jsonl")
+    algorithm.close()
+    assert resume(str(tmp_path / "j.jsonl")).pending() == [0]

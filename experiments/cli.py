@@ -6,11 +6,14 @@ Dispatch only: each subcommand lives in `experiments/commands/NAME.py` with its 
 from __future__ import annotations
 
 import importlib
+import pkgutil
 import sys
 
 from absl import app, flags
 
-COMMANDS = ("search", "show")
+import experiments.commands
+
+COMMANDS = tuple(sorted(m.name for m in pkgutil.iter_modules(experiments.commands.__path__)))
 
 
 def usage() -> str:

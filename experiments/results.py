@@ -10,7 +10,7 @@ import os
 import pandas as pd
 
 from evolution import SearchAlgorithm
-from experiments.files import atomic_write_json, atomic_write_text
+from trainer.storage import write_json, write_text
 
 COLUMNS = [
     "trial_id", "parent_id", "mutation", "genotype", "key", "status", "val_accuracy", "params",
@@ -49,11 +49,11 @@ def results_table(algorithm: SearchAlgorithm) -> pd.DataFrame:
 def write_results(algorithm: SearchAlgorithm, output_dir: str) -> None:
     """Atomically rewrite results.csv and best_genotype.json in `output_dir`."""
     table = results_table(algorithm)
-    atomic_write_text(os.path.join(output_dir, "results.csv"), table.to_csv(index=False))
+    write_text(os.path.join(output_dir, "results.csv"), table.to_csv(index=False))
     best = algorithm.best()
     if best is not None:
         trial, outcome = best
-        atomic_write_json(
+        write_json(
             os.path.join(output_dir, "best_genotype.json"),
             {
                 "trial_id": trial.trial_id,

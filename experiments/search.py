@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evolution import ALGORITHMS, SearchAlgorithm, resume
-from experiments.files import atomic_write_json
+from trainer.storage import write_json
 from experiments.results import top_table, write_results
 from searchspace import NasNetSpace
 from trainer.proxy import ProxyConfig
@@ -88,7 +88,7 @@ def open_search(config: SearchConfig) -> SearchAlgorithm:
                  len(algorithm.pending()))
     else:
         algorithm = make_algorithm(config, journal)
-    atomic_write_json(config_path, config.to_json())
+    write_json(config_path, config.to_json())
     return algorithm
 
 

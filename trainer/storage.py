@@ -1,0 +1,108 @@
+"""Small-object I/O of our own (metadata, labels, reports, results) for local paths and gs://.
+
+Local paths are written atomically (temp file + os.replace). gs:// objects go through
+google-cloud-storage, whose uploads replace an object whole; it honours STORAGE_EMULATOR_HOST,
+so tests run it against a local emulator. Bulk data (TFRecords, checkpoints, SavedModels) goes
+through TensorFlow's own filesystem (tf.io.gfile) instead; this module must not import TensorFlow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from functools import lru_cache
+from typing import Any
+
+
+def is_gcs(path: str) -> bool:
+    return path.startswith("gs://")
+
+
+def split_gcs(path: str) -> tuple[str, str]:
+    """gs://bucket/a/b -> ("bucket", "a/b")."""
+    bucket, _, name = path[len("gs://"):].partition("/")
+    if not bucket:
+        raise ValueError(f"{path}: not a gs://BUCKET/OBJECT path")
+    return bucket, name
+
+
+@lru_cache(maxsize=1)
+def _client():
+    from google.cloud import storage
+
+    if os.environ.get("STORAGE_EMULATOR_HOST"):
+        from google.auth.credentials import AnonymousCredentials
+
+        return storage.Client(project="emulator", credentials=AnonymousCredentials())
+    return storage.Client()
+
+
+def _blob(path: str):
+    bucket, name = split_gcs(path)
+    return _client().bucket(bucket).blob(name)
+
+
+def join(base: str, *parts: str) -> str:
+    if is_gcs(base):
+        return "/".join([base.rstrip("/"), *parts])
+    return os.path.join(base, *parts)
+
+
+def exists(path: str) -> bool:
+    return _blob(path).exists() if is_gcs(path) else os.path.exists(path)
+
+
+def read_bytes(path: str) -> bytes:
+    if is_gcs(path):
+        return _blob(path).download_as_bytes()
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def read_text(path: str) -> str:
+    return read_bytes(path).decode("utf-8")
+
+
+def read_json(path: str) -> Any:
+    return json.loads(read_text(path))
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    """Replace `path` whole: a reader sees the old content or the new, never a part."""
+    if is_gcs(path):
+        _blob(path).upload_from_string(data)
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def write_text(path: str, text: str) -> None:
+    write_bytes(path, text.encode("utf-8"))
+
+
+def write_json(path: str, data: Any) -> None:
+    write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def copy_tree_to_gcs(local_dir: str, gcs_dir: str) -> int:
+    """Upload every file under `local_dir` to `gcs_dir`; returns the number of files."""
+    count = 0
+    for root, _, files in os.walk(local_dir):
+        for name in files:
+            local = os.path.join(root, name)
+            rel = os.path.relpath(local, local_dir).replace(os.sep, "/")
+            _blob(join(gcs_dir, rel)).upload_from_filename(local)
+            count += 1
+    return count

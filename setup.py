@@ -26,6 +26,6 @@ setup(
         "google-cloud-storage>=2.18",
         "scikit-learn>=1.5",
     ],
-    extras_require={"test": ["pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3"]},
+    extras_require={"test": ["pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3", "gcp-storage-emulator>=2024.8"]},
     entry_points={"console_scripts": ["amoeba=experiments.cli:run"]},
 )

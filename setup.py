@@ -25,6 +25,7 @@ setup(
         "absl-py>=2.1",
         "google-cloud-storage>=2.18",
         "scikit-learn>=1.5",
+        "matplotlib>=3.8",
     ],
     extras_require={"test": ["pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3", "gcp-storage-emulator>=2024.8"]},
     entry_points={"console_scripts": ["amoeba=experiments.cli:run"]},

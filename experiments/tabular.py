@@ -1,0 +1,134 @@
+"""Search algorithms on a tabular NAS benchmark: the table is the evaluator.
+
+Runs the same engine classes as `amoeba search` (evolution.ALGORITHMS), in memory. The search
+sees only the search metric; what is reported is the report metric of the architecture the search
+would pick at each point (the best so far by the search metric). No training, no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from evolution import ALGORITHMS
+from searchspace import NasBench201Genotype, NasBench201Space
+
+log = logging.getLogger(__name__)
+SPACES = {"nasbench201": (NasBench201Space, NasBench201Genotype.from_string)}
+
+
+@dataclass(frozen=True)
+class Table:
+    """Canonical key -> (search metric, report metric), for every architecture of the space."""
+
+    search: dict[str, float]
+    report: dict[str, float]
+
+
+def load_table(path: str, space_name: str, arch_column: str, search_metric: str, report_metric: str) -> Table:
+    """Read and validate the CSV; errors name the file, line and column."""
+    if space_name not in SPACES:
+        raise ValueError(f"space: unknown {space_name!r}; known: {sorted(SPACES)}")
+    space_cls, parse = SPACES[space_name]
+    try:
+        frame = pd.read_csv(path, dtype={arch_column: str}, keep_default_na=False)
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+        raise ValueError(f"{path}: cannot read the table: {err}") from None
+    for column in (arch_column, search_metric, report_metric):
+        if column not in frame.columns:
+            raise ValueError(f"{path}: no column {column!r}; columns: {list(frame.columns)}")
+    search, report, seen_at = {}, {}, {}
+    rows = zip(frame[arch_column], frame[search_metric], frame[report_metric])
+    for line, (arch, raw_search, raw_report) in enumerate(rows, start=2):  # the header is line 1
+        arch = str(arch).strip()
+        if not arch:
+            raise ValueError(f"{path}:{line}: column {arch_column!r} is empty")
+        try:
+            key = parse(arch).key()
+        except ValueError as err:
+            raise ValueError(f"{path}:{line}: {err}") from None
+        if key in seen_at:
+            raise ValueError(f"{path}:{line}: duplicate architecture {arch} (first on line {seen_at[key]})")
+        seen_at[key] = line
+        search[key] = _finite(raw_search, path, line, search_metric)
+        report[key] = _finite(raw_report, path, line, report_metric)
+    missing = [g for g in space_cls().all_genotypes() if g.key() not in search]
+    if missing:
+        raise ValueError(
+            f"{path}: the table does not cover the {space_name} space: {len(missing)} of "
+            f"{len(missing) + len(search)} architectures are missing, e.g. {missing[0]}"
+        )
+    return Table(search, report)
+
+
+def _finite(raw: Any, path: str, line: int, column: str) -> float:
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not math.isfinite(value):
+        raise ValueError(f"{path}:{line}: column {column!r} is not a finite number: {raw!r}")
+    return value
+
+
+def run_once(table: Table, space_name: str, algorithm: str, budget: int, seed: int, mode: str,
+             params: dict[str, Any], dedup: bool) -> tuple[np.ndarray, int]:
+    """One search: the report metric of the pick after each charged evaluation, and the number
+    of proposals it took (more than the budget when --dedup skipped repeats)."""
+    space = SPACES[space_name][0]()
+    kwargs = dict(params) if algorithm == "regularized_evolution" else {}
+    search = ALGORITHMS[algorithm](space, seed=seed, objective="search", mode=mode, **kwargs)
+    sign = 1.0 if mode == "max" else -1.0
+    curve = np.empty(budget)
+    evaluated: set[str] = set()
+    best_search, best_report = -math.inf, math.nan
+    charged, proposals = 0, 0
+    while charged < budget:
+        proposals += 1
+        if proposals > 100 * budget:
+            raise ValueError(f"{algorithm}: no new architecture in {100 * budget} proposals; "
+                             "the budget exceeds what --dedup can find")
+        trial = search.ask()
+        key = trial.genotype.key()
+        value = table.search[key]
+        search.tell(trial.trial_id, {"search": value})
+        if dedup and key in evaluated:
+            continue
+        evaluated.add(key)
+        if sign * value > best_search:
+            best_search, best_report = sign * value, table.report[key]
+        curve[charged] = best_report
+        charged += 1
+    return curve, proposals
+
+
+def checkpoints(budget: int) -> list[int]:
+    """A few intermediate budgets: about 10%, 25%, 50% and 100%."""
+    return sorted({max(1, round(budget * f)) for f in (0.1, 0.25, 0.5)} | {budget})
+
+
+def run_benchmark(table: Table, space_name: str, algorithms: Sequence[str], budget: int, runs: int,
+                  seed: int, mode: str, params: dict[str, Any], dedup: bool) -> dict[str, Any]:
+    """Every algorithm `runs` times (seeds seed..seed+runs-1); curves and summary figures."""
+    unknown = [a for a in algorithms if a not in ALGORITHMS]
+    if unknown:
+        raise ValueError(f"algorithms: unknown {unknown}; known: {sorted(ALGORITHMS)}")
+    if budget < 1 or runs < 1:
+        raise ValueError("budget and runs must be at least 1")
+    if dedup and budget > len(table.search):
+        raise ValueError(f"budget {budget} exceeds the {len(table.search)} architectures of the table")
+    curves = {a: np.stack([run_once(table, space_name, a, budget, seed + r, mode, params, dedup)[0]
+                           for r in range(runs)]) for a in algorithms}
+    summary = {}
+    for name, curve in curves.items():
+        summary[name] = {
+            str(b): {"mean": float(curve[:, b - 1].mean()), "std": float(curve[:, b - 1].std(ddof=0))}
+            for b in checkpoints(budget)
+        }
+    return {"budget": budget, "runs": runs, "seed": seed, "dedup": dedup, "params": params,
+            "summary": summary, "curves": curves}

@@ -29,7 +29,7 @@ def worker(kind: str, seed: int) -> None:
     from searchspace import NasNetSpace
     from trainer.candidate import train_candidate
     from trainer.data import load_builtin, train_pipeline
-    from trainer.nasnet import build_nasnet
+    from trainer.nasnet import NasNetConfig, build_nasnet
     from trainer.proxy import ProxyConfig
 
     imports = time.perf_counter() - t0
@@ -43,9 +43,11 @@ def worker(kind: str, seed: int) -> None:
         t = time.perf_counter()
         data = load_builtin(proxy.dataset)
         keras.utils.set_random_seed(proxy.seed)
-        model = build_nasnet(genotype, data.input_shape, data.num_classes, proxy.num_cells, proxy.filters)
+        model = build_nasnet(genotype, data.input_shape, data.num_classes,
+                             NasNetConfig(3 * proxy.num_cells, proxy.filters, "cifar"))
         model.compile(keras.optimizers.SGD(proxy.learning_rate, momentum=proxy.momentum, nesterov=True),
-                      "sparse_categorical_crossentropy", metrics=["accuracy"], jit_compile=False)
+                      keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"],
+                      jit_compile=False)
         ds = train_pipeline(data.x_train, data.y_train, proxy.batch_size, proxy.seed)
         setup = time.perf_counter() - t
         t = time.perf_counter()

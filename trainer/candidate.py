@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from searchspace.nasnet import NasNetGenotype
 from trainer.data import eval_pipeline, load_builtin, train_pipeline
-from trainer.nasnet import build_nasnet
+from trainer.nasnet import NasNetConfig, build_nasnet
 from trainer.proxy import ProxyConfig
 
 
@@ -47,14 +47,15 @@ def train_candidate(genotype: NasNetGenotype, proxy: ProxyConfig) -> dict[str, f
     t_start = time.perf_counter()
     data = load_builtin(proxy.dataset)
     keras.utils.set_random_seed(proxy.seed)
-    model = build_nasnet(genotype, data.input_shape, data.num_classes, proxy.num_cells, proxy.filters)
+    config = NasNetConfig(num_cells=3 * proxy.num_cells, filters=proxy.filters, stem="cifar")
+    model = build_nasnet(genotype, data.input_shape, data.num_classes, config)
     _set_bn_momentum(model, proxy.bn_momentum)
     train_ds = train_pipeline(data.x_train, data.y_train, proxy.batch_size, proxy.seed)
     steps_per_epoch = len(data.x_train) // proxy.batch_size
     total_steps = steps_per_epoch * proxy.epochs
     schedule = keras.optimizers.schedules.CosineDecay(proxy.learning_rate, total_steps)
     optimizer = keras.optimizers.SGD(schedule, momentum=proxy.momentum, nesterov=True)
-    loss_fn = keras.losses.SparseCategoricalCrossentropy()
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
     @tf.function(autograph=False)
     def train_step(x, y):
@@ -66,9 +67,9 @@ def train_candidate(genotype: NasNetGenotype, proxy: ProxyConfig) -> dict[str, f
 
     @tf.function(autograph=False)
     def eval_step(x, y, w):
-        probs = model(x, training=False)
-        correct = tf.cast(tf.equal(tf.argmax(probs, -1, output_type=tf.int32), y), tf.float32)
-        losses = keras.losses.sparse_categorical_crossentropy(y, probs)
+        logits = model(x, training=False)
+        correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), y), tf.float32)
+        losses = keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
         return tf.reduce_sum(correct * w), tf.reduce_sum(losses * w)
 
     setup_seconds = time.perf_counter() - t_start

@@ -1,127 +1,334 @@
-"""Keras 3 builder: NASNet genotype -> NASNet-style network for small images.
+"""Keras 3 builder: NASNet genotype -> AmoebaNet/NASNet network, as tensorflow/tpu `amoeba_net` builds it.
 
-3x3 conv stem; 3 stacks of `num_cells` normal cells with a reduction cell between stacks; the
-width doubles at each reduction. Each cell projects its inputs to its width (ReLU-1x1 conv-BN),
-reducing the one-before-previous input when its resolution does not match. Ops read from the cell
-inputs are strided in reduction cells. This module must not train or read data.
+One builder for the search proxy and for full training (tpu's `network_utils.BaseCell` and
+`model_builder._build_network_base`):
+
+- `num_cells` normal cells in all; a reduction cell goes before normal-cell indices
+  int(k/3 * num_cells), k = 1, 2, and doubles the width; a cell is int(filters * scaling) wide.
+- Stems: "cifar" is a 3x3 conv (filters * stem_multiplier) and BN; "imagenet" is a 3x3/2 VALID conv
+  (32) and BN, then two reduction cells at widths filters/4 and filters/2.
+- Cells: h0 = ReLU-1x1-BN of the previous cell; h1 = the cell before that, reduced when its size
+  (factorized reduction) or width (ReLU-1x1-BN) differs, raw when there is none. In reduction
+  cells only ops reading h0/h1 are strided. conv_3x3 and conv_1x7_7x1 are bottlenecked (1/4 width).
+- ScheduledDropPath on every op but `none`; `set_training_progress` moves its schedule.
+- Head: ReLU, global average pool, dropout, float32 Dense LOGITS; with `aux_head`, the model
+  outputs [logits, aux_logits] (aux head after the normal cell before the second reduction).
+
+Departures, all for inputs tpu never sees: `dil_sep_conv_3x3` (not a tpu op) is ReLU-SepConv(3x3,
+dilation 2)-BN, subsampled afterwards for stride 2 since Keras cannot stride a dilated conv; the
+auxiliary head uses global average pooling and a 1x1 conv when its input is under 5x5; an odd
+width in a factorized reduction splits as w//2 + (w - w//2) (tpu asserts it is even).
+
+The builder adds no weight decay (that is the trainer's). This module must not train, read data
+or choose hyperparameters: it only builds the network it is given.
 """
 
 from __future__ import annotations
 
+import weakref
+from dataclasses import dataclass
+
 import keras
+import tensorflow as tf
 from keras import layers
 
 from searchspace.nasnet import Cell, NasNetGenotype
 
-
-def relu_conv_bn(x, filters: int, kernel, strides=1):
-    x = layers.ReLU()(x)
-    x = layers.Conv2D(filters, kernel, strides=strides, padding="same", use_bias=False)(x)
-    return layers.BatchNormalization()(x)
-
-
-def sep_conv(x, filters: int, kernel: int, strides: int):
-    """Two ReLU-SepConv-BN stages; the stride is on the first."""
-    for stage_strides in (strides, 1):
-        x = layers.ReLU()(x)
-        x = layers.SeparableConv2D(filters, kernel, strides=stage_strides, padding="same", use_bias=False)(x)
-        x = layers.BatchNormalization()(x)
-    return x
+STEMS = ("cifar", "imagenet")
+IMAGENET_STEM_FILTERS = 32
+IMAGENET_STEM_CELLS = 2
+AUX_FILTERS = (128, 768)
+BN_EPSILON = 1e-3
 
 
-def dil_sep_conv(x, filters: int, strides: int):
-    """ReLU-SepConv(3x3, dilation 2)-BN; a stride is taken by subsampling afterwards."""
-    x = layers.ReLU()(x)
-    x = layers.SeparableConv2D(filters, 3, dilation_rate=2, padding="same", use_bias=False)(x)
-    x = layers.BatchNormalization()(x)
-    if strides > 1:
-        x = layers.AveragePooling2D(1, strides=strides, padding="same")(x)
-    return x
+@dataclass(frozen=True)
+class NasNetConfig:
+    """Network hyperparameters. `num_cells` counts ALL normal cells (tpu's num_cells, i.e. 3N);
+    `filters` is tpu's reduction_size (F); `dropout` is the drop rate before the classifier."""
+
+    num_cells: int
+    filters: int
+    stem: str
+    stem_multiplier: int = 3
+    dropout: float = 0.0
+    drop_path_keep_prob: float = 1.0
+    aux_head: bool = False
+
+    def __post_init__(self) -> None:
+        if self.stem not in STEMS:
+            raise ValueError(f"stem: unknown {self.stem!r}; known: {list(STEMS)}")
+        if self.num_cells < 3:
+            raise ValueError(f"num_cells: at least 3 (one normal cell per stack), got {self.num_cells}")
+        min_filters = 8 if self.stem == "imagenet" else 2  # factorized reductions need 2+ channels
+        if self.filters < min_filters:
+            raise ValueError(f"filters: at least {min_filters} with the {self.stem} stem, got {self.filters}")
+        if self.stem_multiplier < 1:
+            raise ValueError(f"stem_multiplier: must be >= 1, got {self.stem_multiplier}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout: must be in [0, 1), got {self.dropout}")
+        if not 0.0 < self.drop_path_keep_prob <= 1.0:
+            raise ValueError(f"drop_path_keep_prob: must be in (0, 1], got {self.drop_path_keep_prob}")
 
 
-def conv_1x7_7x1(x, filters: int, strides: int):
-    x = layers.ReLU()(x)
-    x = layers.Conv2D(filters, (1, 7), strides=(1, strides), padding="same", use_bias=False)(x)
-    x = layers.Conv2D(filters, (7, 1), strides=(strides, 1), padding="same", use_bias=False)(x)
-    return layers.BatchNormalization()(x)
+def reduction_indices(num_cells: int) -> tuple[int, int]:
+    """Normal-cell indices a reduction cell is inserted before (tpu's calc_reduction_layers)."""
+    return int(1 / 3 * num_cells), int(2 / 3 * num_cells)
 
 
-def factorized_reduce(x, filters: int):
-    """Halve the resolution without losing half the pixels: two offset strided 1x1 convs."""
-    x = layers.ReLU()(x)
-    a = layers.AveragePooling2D(1, strides=2, padding="same")(x)
-    a = layers.Conv2D(filters // 2, 1, use_bias=False)(a)
-    b = layers.ZeroPadding2D(((0, 1), (0, 1)))(x)
-    b = layers.Cropping2D(((1, 0), (1, 0)))(b)
-    b = layers.AveragePooling2D(1, strides=2, padding="same")(b)
-    b = layers.Conv2D(filters - filters // 2, 1, use_bias=False)(b)
-    return layers.BatchNormalization()(layers.Concatenate()([a, b]))
+def cell_layout(config: NasNetConfig) -> list[str]:
+    """Cell kinds in build order: "stem_reduction", "reduction" or "normal"."""
+    kinds = ["stem_reduction"] * (IMAGENET_STEM_CELLS if config.stem == "imagenet" else 0)
+    reductions = reduction_indices(config.num_cells)
+    for i in range(config.num_cells):
+        if i in reductions:
+            kinds.append("reduction")
+        kinds.append("normal")
+    return kinds
 
 
-def apply_op(op: str, x, filters: int, strides: int):
-    """One registry op; inputs and outputs have `filters` channels."""
-    if op == "none":
-        return x if strides == 1 else relu_conv_bn(x, filters, 1, strides)
-    if op in ("avg_pool_3x3", "max_pool_3x3", "max_pool_2x2"):
-        pool = layers.AveragePooling2D if op.startswith("avg") else layers.MaxPooling2D
-        return pool(int(op[-1]), strides=strides, padding="same")(x)
-    if op.startswith("sep_conv_"):
-        return sep_conv(x, filters, int(op[-1]), strides)
-    if op == "dil_sep_conv_3x3":
-        return dil_sep_conv(x, filters, strides)
-    if op == "conv_1x7_7x1":
-        return conv_1x7_7x1(x, filters, strides)
-    if op in ("conv_1x1", "conv_3x3"):
-        return relu_conv_bn(x, filters, int(op[-1]), strides)
-    raise ValueError(f"op {op!r} has no builder")
+class ScheduledDropPath(layers.Layer):
+    """Drops a whole example's branch in training with probability (1 - keep_prob) * progress.
+
+    `progress` is a float32 tf.Variable in [0, 1] (training step / total steps) that many layers
+    share; the kept values are scaled by 1/keep. At inference, and while progress is 0, it is the
+    identity. TensorFlow backend only.
+    """
+
+    def __init__(self, keep_prob: float, progress: tf.Variable | None = None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.keep_prob = float(keep_prob)
+        self.progress = progress if progress is not None else new_progress_variable()
+
+    def call(self, x, training=None):
+        if not training or self.keep_prob >= 1.0:
+            return x
+        keep = 1.0 - self.progress * (1.0 - self.keep_prob)
+        noise = tf.random.uniform(tf.stack([tf.shape(x)[0], 1, 1, 1]), dtype=tf.float32)
+        scale = tf.floor(keep + noise) / keep
+        return x * tf.cast(scale, x.dtype)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "keep_prob": self.keep_prob}
 
 
-def build_cell(cell: Cell, prev, prev_prev, filters: int, reduction: bool):
-    """One cell: h0 = previous cell output, h1 = the one before."""
-    h0 = relu_conv_bn(prev, filters, 1)
-    if prev_prev.shape[1] != prev.shape[1]:
-        h1 = factorized_reduce(prev_prev, filters)
-    else:
-        h1 = relu_conv_bn(prev_prev, filters, 1)
-    states = [h0, h1]
-    for block in cell.blocks:
-        branches = [
-            apply_op(op, states[h], filters, 2 if reduction and h < 2 else 1)
-            for h, op in zip(block.inputs, block.ops)
-        ]
-        states.append(layers.Add()(branches))
-    outputs = [
-        factorized_reduce(states[h], filters) if reduction and h < 2 else states[h] for h in cell.concat
-    ]
-    return outputs[0] if len(outputs) == 1 else layers.Concatenate()(outputs)
+def new_progress_variable() -> tf.Variable:
+    """The schedule's progress in [0, 1]; assigned outside replicas, so the first replica's wins."""
+    return tf.Variable(0.0, trainable=False, dtype=tf.float32, name="drop_path_progress",
+                       aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+
+
+_PROGRESS_VARIABLES: "weakref.WeakKeyDictionary[keras.Model, list[tf.Variable]]" = weakref.WeakKeyDictionary()
+
+
+def set_training_progress(model: keras.Model, fraction: float) -> None:
+    """Set the drop-path schedule of every ScheduledDropPath in `model` (fraction of training done,
+    clipped to 1). One shared variable per built model; cheap to call every step, outside tf.function."""
+    if not fraction >= 0.0:
+        raise ValueError(f"training progress must be >= 0, got {fraction}")
+    variables = _PROGRESS_VARIABLES.get(model)
+    if variables is None:
+        drops = [l for l in model._flatten_layers() if isinstance(l, ScheduledDropPath)]
+        unique = {id(l.progress): l.progress for l in drops}
+        variables = _PROGRESS_VARIABLES[model] = list(unique.values())
+    for var in variables:
+        var.assign(min(float(fraction), 1.0))
+
+
+def _conv_init() -> keras.initializers.Initializer:
+    """tpu's variance_scaling_initializer(mode='FAN_OUT'): He, truncated normal."""
+    return keras.initializers.VarianceScaling(2.0, "fan_out", "truncated_normal")
+
+
+class _Builder:
+    """Builds layers with unique, readable names: <cell>_<block><side>_<op>_<part>."""
+
+    def __init__(self, genotype: NasNetGenotype, config: NasNetConfig) -> None:
+        self.genotype = genotype
+        self.config = config
+        self.total_cells = len(cell_layout(config))
+        keep = config.drop_path_keep_prob
+        self.progress = new_progress_variable() if keep < 1.0 else None
+
+    # ---- layer helpers -------------------------------------------------------------------
+    @staticmethod
+    def relu(x, name: str):
+        return layers.ReLU(name=f"{name}_relu")(x)
+
+    @staticmethod
+    def bn(x, name: str):
+        return layers.BatchNormalization(epsilon=BN_EPSILON, name=f"{name}_bn")(x)
+
+    @staticmethod
+    def conv(x, filters: int, kernel, strides=1, name: str = "", padding: str = "same"):
+        return layers.Conv2D(filters, kernel, strides=strides, padding=padding, use_bias=False,
+                             kernel_initializer=_conv_init(), name=f"{name}_conv")(x)
+
+    def relu_conv_bn(self, x, filters: int, kernel, strides, name: str):
+        return self.bn(self.conv(self.relu(x, name), filters, kernel, strides, name), name)
+
+    def factorized_reduction(self, x, filters: int, strides: int, name: str):
+        """Stride 2: two stride-2 1x1 convs, the second on x shifted by one pixel, concat, BN.
+        Stride 1: 1x1 conv, BN. No ReLU here (callers add it where tpu does)."""
+        if strides == 1:
+            return self.bn(self.conv(x, filters, 1, 1, f"{name}_path"), f"{name}_path")
+        a = self.conv(x, filters // 2, 1, 2, f"{name}_path1", padding="valid")
+        b = layers.ZeroPadding2D(((0, 1), (0, 1)), name=f"{name}_pad")(x)
+        b = layers.Cropping2D(((1, 0), (1, 0)), name=f"{name}_shift")(b)
+        b = self.conv(b, filters - filters // 2, 1, 2, f"{name}_path2", padding="valid")
+        return self.bn(layers.Concatenate(name=f"{name}_concat")([a, b]), f"{name}_final")
+
+    # ---- ops -----------------------------------------------------------------------------
+    def apply_op(self, op: str, x, filters: int, strides: int, name: str, cell_index: int):
+        """One op of the registry; the output has `filters` channels."""
+        in_filters = x.shape[-1]
+        if op in ("none", "conv_1x1"):
+            if strides > 1 or op == "conv_1x1" or in_filters != filters:
+                x = self.relu_conv_bn(x, filters, 1, strides, name)
+        elif op in ("avg_pool_3x3", "max_pool_3x3", "max_pool_2x2"):
+            pool = layers.AveragePooling2D if op.startswith("avg") else layers.MaxPooling2D
+            x = pool(int(op[-1]), strides=strides, padding="same", name=f"{name}_pool")(x)
+            if in_filters != filters:
+                x = self.bn(self.conv(x, filters, 1, 1, name), name)
+        elif op.startswith("sep_conv_"):
+            kernel = int(op[-1])
+            for i, s in enumerate((strides, 1)):
+                x = self.relu(x, f"{name}_{i}")
+                x = layers.SeparableConv2D(
+                    filters, kernel, strides=s, padding="same", depth_multiplier=1, use_bias=False,
+                    depthwise_initializer=_conv_init(), pointwise_initializer=_conv_init(),
+                    name=f"{name}_{i}_sep")(x)
+                x = self.bn(x, f"{name}_{i}")
+        elif op == "dil_sep_conv_3x3":
+            x = self.relu(x, name)
+            x = layers.SeparableConv2D(
+                filters, 3, dilation_rate=2, padding="same", use_bias=False,
+                depthwise_initializer=_conv_init(), pointwise_initializer=_conv_init(),
+                name=f"{name}_sep")(x)
+            x = self.bn(x, name)
+            if strides > 1:
+                x = layers.AveragePooling2D(1, strides=strides, padding="same", name=f"{name}_subsample")(x)
+        elif op in ("conv_3x3", "conv_1x7_7x1"):
+            x = self.bottlenecked_conv(op, x, filters, strides, name)
+        else:
+            raise ValueError(f"op {op!r} has no builder")
+        if op != "none" and self.progress is not None:
+            keep = 1.0 - (cell_index + 1) / self.total_cells * (1.0 - self.config.drop_path_keep_prob)
+            x = ScheduledDropPath(keep, self.progress, name=f"{name}_drop_path")(x)
+        return x
+
+    def bottlenecked_conv(self, op: str, x, filters: int, strides: int, name: str):
+        """ReLU-1x1(filters/4)-BN-ReLU-op-BN-ReLU-1x1(filters)-BN; without the 1x1s if filters/4 < 1."""
+        inner = filters // 4
+        bottleneck = inner >= 1
+        if bottleneck:
+            x = self.relu_conv_bn(x, inner, 1, 1, f"{name}_pre")
+        else:
+            inner = filters
+        x = self.relu(x, f"{name}_op")
+        if op == "conv_3x3":
+            x = self.conv(x, inner, 3, strides, f"{name}_3x3")
+        else:
+            x = self.conv(x, inner, (1, 7), (1, strides), f"{name}_1x7")
+            x = self.relu(self.bn(x, f"{name}_1x7"), f"{name}_1x7")
+            x = self.conv(x, inner, (7, 1), (strides, 1), f"{name}_7x1")
+        x = self.bn(x, f"{name}_op")
+        if bottleneck:
+            x = self.relu_conv_bn(x, filters, 1, 1, f"{name}_post")
+        return x
+
+    # ---- cells ---------------------------------------------------------------------------
+    def cell(self, cell: Cell, prev, prev_prev, filters: int, strides: int, cell_index: int, name: str):
+        """One cell: h0 from `prev` (the previous cell), h1 from `prev_prev` (None: use `prev`)."""
+        h1 = prev if prev_prev is None else prev_prev
+        if h1.shape[1] != prev.shape[1]:
+            h1 = self.factorized_reduction(self.relu(h1, f"{name}_h1"), filters, 2, f"{name}_h1")
+        elif h1.shape[-1] != filters and prev_prev is not None:
+            h1 = self.relu_conv_bn(h1, filters, 1, 1, f"{name}_h1")
+        h0 = self.relu_conv_bn(prev, filters, 1, 1, f"{name}_h0")
+        states = [h0, h1]
+        for b, block in enumerate(cell.blocks):
+            branches = [
+                self.apply_op(op, states[h], filters, strides if h < 2 else 1, f"{name}_b{b}{side}_{op}",
+                              cell_index)
+                for side, h, op in zip("lr", block.inputs, block.ops)
+            ]
+            states.append(layers.Add(name=f"{name}_b{b}_add")(branches))
+        last = states[-1]
+        outputs = []
+        for h in cell.concat:
+            s = states[h]
+            if s.shape[1] != last.shape[1] or s.shape[-1] != last.shape[-1]:
+                s = self.factorized_reduction(s, last.shape[-1], 2 if s.shape[1] != last.shape[1] else 1,
+                                              f"{name}_out{h}")
+            outputs.append(s)
+        if len(outputs) == 1:
+            return layers.Identity(name=f"{name}_out")(outputs[0])
+        return layers.Concatenate(name=f"{name}_out")(outputs)
+
+    def aux_head(self, x, num_classes: int):
+        """ReLU-avgpool(5,/3)-1x1(128)-BN-ReLU-conv(rest,768)-BN-ReLU-flatten-Dense; global pooling
+        and a 1x1 conv instead when the input is smaller than 5x5."""
+        x = self.relu(x, "aux")
+        if x.shape[1] >= 5 and x.shape[2] >= 5:
+            x = layers.AveragePooling2D(5, strides=3, padding="valid", name="aux_pool")(x)
+        else:
+            x = layers.GlobalAveragePooling2D(keepdims=True, name="aux_pool")(x)
+        x = self.relu(self.bn(self.conv(x, AUX_FILTERS[0], 1, 1, "aux_proj"), "aux_proj"), "aux_proj")
+        x = self.conv(x, AUX_FILTERS[1], tuple(x.shape[1:3]), 1, "aux_full", padding="valid")
+        x = self.relu(self.bn(x, "aux_full"), "aux_full")
+        x = layers.Flatten(name="aux_flatten")(x)
+        return layers.Dense(num_classes, dtype="float32", name="aux_logits")(x)
+
+    def network(self, input_shape: tuple[int, ...], num_classes: int) -> keras.Model:
+        config, genotype = self.config, self.genotype
+        inputs = keras.Input(shape=input_shape, name="image")
+        if config.stem == "cifar":
+            net = self.bn(self.conv(inputs, config.filters * config.stem_multiplier, 3, 1, "stem"), "stem")
+            outputs = [None, net]
+        else:
+            net = self.bn(self.conv(inputs, IMAGENET_STEM_FILTERS, 3, 2, "stem", padding="valid"), "stem")
+            outputs = [None, net]
+            for i in range(IMAGENET_STEM_CELLS):
+                scaling = 2.0 ** (i - IMAGENET_STEM_CELLS)
+                net = self.cell(genotype.reduction, net, outputs[-2], int(config.filters * scaling), 2, i,
+                                f"stem_cell{i}")
+                outputs.append(net)
+        aux_after = reduction_indices(config.num_cells)[1] - 1
+        cell_index = IMAGENET_STEM_CELLS if config.stem == "imagenet" else 0
+        scaling, reductions, aux_logits = 1.0, 0, None
+        for i in range(config.num_cells):
+            if i in reduction_indices(config.num_cells):
+                scaling *= 2
+                net = self.cell(genotype.reduction, net, outputs[-2], int(config.filters * scaling), 2,
+                                cell_index, f"reduction_cell{reductions}")
+                outputs.append(net)
+                cell_index, reductions = cell_index + 1, reductions + 1
+            net = self.cell(genotype.normal, net, outputs[-2], int(config.filters * scaling), 1, cell_index,
+                            f"cell{i}")
+            if config.aux_head and i == aux_after:
+                aux_logits = self.aux_head(net, num_classes)
+            outputs.append(net)
+            cell_index += 1
+        x = self.relu(net, "final")
+        x = layers.GlobalAveragePooling2D(name="final_pool")(x)
+        if config.dropout > 0:
+            x = layers.Dropout(config.dropout, name="final_dropout")(x)
+        logits = layers.Dense(num_classes, dtype="float32", name="logits")(x)
+        model_outputs = logits if aux_logits is None else [logits, aux_logits]
+        return keras.Model(inputs, model_outputs, name="nasnet")
 
 
 def build_nasnet(
     genotype: NasNetGenotype,
     input_shape: tuple[int, ...],
     num_classes: int,
-    num_cells: int = 1,
-    filters: int = 8,
-    stem_multiplier: int = 3,
-    dropout: float = 0.0,
+    config: NasNetConfig,
 ) -> keras.Model:
-    """The small-image network: stem, 3 stacks of `num_cells` normal cells, 2 reduction cells."""
-    if num_cells < 1 or filters < 2:
-        raise ValueError(f"num_cells must be >= 1 and filters >= 2, got {num_cells} and {filters}")
-    inputs = keras.Input(shape=input_shape)
-    x = layers.Conv2D(filters * stem_multiplier, 3, padding="same", use_bias=False)(inputs)
-    x = layers.BatchNormalization()(x)
-    prev_prev, prev = x, x
-    width = filters
-    for stack in range(3):
-        if stack > 0:
-            width *= 2
-            prev_prev, prev = prev, build_cell(genotype.reduction, prev, prev_prev, width, True)
-        for _ in range(num_cells):
-            prev_prev, prev = prev, build_cell(genotype.normal, prev, prev_prev, width, False)
-    x = layers.ReLU()(prev)
-    x = layers.GlobalAveragePooling2D()(x)
-    if dropout > 0:
-        x = layers.Dropout(dropout)(x)
-    outputs = layers.Dense(num_classes, activation="softmax")(x)
-    return keras.Model(inputs, outputs, name="nasnet")
+    """The network for `genotype`: logits, or [logits, aux_logits] with `config.aux_head`."""
+    if num_classes < 1 or len(input_shape) != 3:
+        raise ValueError(f"need num_classes >= 1 and an (H, W, C) input shape, got {num_classes}, "
+                         f"{input_shape}")
+    return _Builder(genotype, config).network(tuple(input_shape), num_classes)

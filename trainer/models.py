@@ -1,0 +1,84 @@
+"""Named image models for full training: ResNets, the reference cells, or any NASNet genotype.
+
+`build_model(spec)` takes RGB images of spec.image_size^2 and produces logits (or [logits,
+aux_logits] for NASNet models with an auxiliary head); `model_report` gives their size and cost.
+This module must not train or read data.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import keras
+
+from searchspace.nasnet import NasNetGenotype
+from searchspace.references import REFERENCES
+from trainer.flops import count_multiply_adds
+from trainer.nasnet import STEMS, NasNetConfig, build_nasnet
+from trainer.resnet import STAGE_BLOCKS, build_resnet
+
+RESNETS = tuple(f"resnet{d}" for d in sorted(STAGE_BLOCKS))
+MODEL_NAMES = RESNETS + tuple(sorted(REFERENCES)) + ("genotype",)
+IMAGENET_STEM_MIN_SIZE = 128  # stem="auto" picks the ImageNet stem from this image size up
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Which network to build. NASNet fields (num_cells: all normal cells; reduction_size: F) are
+    ignored by ResNets; name="genotype" builds `genotype`."""
+
+    name: str
+    num_classes: int
+    image_size: int
+    num_cells: int = 6
+    reduction_size: int = 256
+    stem: str = "auto"
+    dropout: float = 0.0
+    drop_path_keep_prob: float = 1.0
+    aux_head: bool = False
+    genotype: NasNetGenotype | None = None
+
+    def __post_init__(self) -> None:
+        if self.name not in MODEL_NAMES:
+            raise ValueError(f"model name: unknown {self.name!r}; known: {list(MODEL_NAMES)}")
+        if self.num_classes < 1 or self.image_size < 1:
+            raise ValueError(f"num_classes and image_size must be positive, got {self.num_classes}, "
+                             f"{self.image_size}")
+        if self.stem != "auto" and self.stem not in STEMS:
+            raise ValueError(f"stem: unknown {self.stem!r}; known: {['auto', *STEMS]}")
+        if (self.name == "genotype") != (self.genotype is not None):
+            raise ValueError("a genotype is given exactly when name is 'genotype'")
+        if self.name in RESNETS and (self.aux_head or self.dropout or self.drop_path_keep_prob < 1.0):
+            raise ValueError(f"{self.name}: aux_head, dropout and drop path are NASNet options")
+
+    @property
+    def resolved_stem(self) -> str:
+        if self.stem != "auto":
+            return self.stem
+        return "imagenet" if self.image_size >= IMAGENET_STEM_MIN_SIZE else "cifar"
+
+    def nasnet_config(self) -> NasNetConfig:
+        return NasNetConfig(
+            num_cells=self.num_cells, filters=self.reduction_size, stem=self.resolved_stem,
+            dropout=self.dropout, drop_path_keep_prob=self.drop_path_keep_prob, aux_head=self.aux_head,
+        )
+
+
+def build_model(spec: ModelSpec) -> keras.Model:
+    """The network `spec` names, for image_size x image_size x 3 inputs."""
+    input_shape = (spec.image_size, spec.image_size, 3)
+    if spec.name in RESNETS:
+        return build_resnet(int(spec.name.removeprefix("resnet")), input_shape, spec.num_classes)
+    genotype = spec.genotype if spec.name == "genotype" else REFERENCES[spec.name]
+    return build_nasnet(genotype, input_shape, spec.num_classes, spec.nasnet_config())
+
+
+def model_report(model: keras.Model) -> dict[str, int]:
+    """Size and cost of the inference network, as published figures count them: trainable
+    parameters (BN moving statistics excluded) and multiply-adds per example. The auxiliary head
+    (training only; the second output) is excluded."""
+    if len(model.outputs) > 1:
+        model = keras.Model(model.inputs, model.outputs[0])
+    params = sum(math.prod(w.shape) for w in model.trainable_weights)
+    return {"params": int(params), "multiply_adds": count_multiply_adds(model)}

@@ -1,0 +1,80 @@
+"""Keras 3 ResNet v1.5 (He et al. 2016, with the bottleneck's stride on its 3x3 conv).
+
+Stem: 7x7/2 conv, BN, ReLU, 3x3/2 max pool. Basic blocks for depths 18 and 34, bottleneck blocks
+(4x expansion) for 50, 101, 152 and 200; convs have no bias; a 1x1 conv + BN projection shortcut
+where the shape changes; the last BN of each residual branch starts with gamma = 0. Head: global
+average pool and a float32 Dense producing LOGITS, so mixed-precision policies work.
+Strided convs pad explicitly ((k-1)//2 each side, as torchvision and TF's official ResNet), so
+the layer count and figures match the published 25,557,032 parameters of ResNet-50.
+
+This module must not train, read data or add weight decay: it only builds the network.
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import layers
+
+STAGE_BLOCKS: dict[int, tuple[int, int, int, int]] = {
+    18: (2, 2, 2, 2),
+    34: (3, 4, 6, 3),
+    50: (3, 4, 6, 3),
+    101: (3, 4, 23, 3),
+    152: (3, 8, 36, 3),
+    200: (3, 24, 36, 3),
+}
+STAGE_WIDTHS = (64, 128, 256, 512)
+BN_MOMENTUM, BN_EPSILON = 0.9, 1e-5
+
+
+def _conv(x, filters: int, kernel: int, strides: int, name: str):
+    if strides > 1 and kernel > 1:
+        pad = (kernel - 1) // 2
+        x = layers.ZeroPadding2D(((pad, kernel - 1 - pad), (pad, kernel - 1 - pad)), name=f"{name}_pad")(x)
+    return layers.Conv2D(
+        filters, kernel, strides=strides, padding="valid" if strides > 1 else "same", use_bias=False,
+        kernel_initializer=keras.initializers.HeNormal(), name=f"{name}_conv",
+    )(x)
+
+
+def _bn(x, name: str, zero_gamma: bool = False):
+    return layers.BatchNormalization(
+        momentum=BN_MOMENTUM, epsilon=BN_EPSILON, name=f"{name}_bn",
+        gamma_initializer="zeros" if zero_gamma else "ones",
+    )(x)
+
+
+def _block(x, width: int, strides: int, bottleneck: bool, name: str):
+    """One residual block; its output has `width` (basic) or 4 * `width` (bottleneck) channels."""
+    out_filters = 4 * width if bottleneck else width
+    shortcut = x
+    if strides > 1 or x.shape[-1] != out_filters:
+        shortcut = _bn(_conv(x, out_filters, 1, strides, f"{name}_proj"), f"{name}_proj")
+    if bottleneck:
+        y = layers.ReLU(name=f"{name}_1_relu")(_bn(_conv(x, width, 1, 1, f"{name}_1"), f"{name}_1"))
+        y = layers.ReLU(name=f"{name}_2_relu")(_bn(_conv(y, width, 3, strides, f"{name}_2"), f"{name}_2"))
+        y = _bn(_conv(y, out_filters, 1, 1, f"{name}_3"), f"{name}_3", zero_gamma=True)
+    else:
+        y = layers.ReLU(name=f"{name}_1_relu")(_bn(_conv(x, width, 3, strides, f"{name}_1"), f"{name}_1"))
+        y = _bn(_conv(y, width, 3, 1, f"{name}_2"), f"{name}_2", zero_gamma=True)
+    return layers.ReLU(name=f"{name}_out")(layers.Add(name=f"{name}_add")([shortcut, y]))
+
+
+def build_resnet(depth: int, input_shape: tuple[int, ...], num_classes: int) -> keras.Model:
+    """ResNet-`depth` v1.5 producing logits (float32)."""
+    if depth not in STAGE_BLOCKS:
+        raise ValueError(f"ResNet depth: unknown {depth}; known: {sorted(STAGE_BLOCKS)}")
+    if num_classes < 1 or len(input_shape) != 3:
+        raise ValueError(f"need num_classes >= 1 and an (H, W, C) input shape, got {num_classes}, "
+                         f"{input_shape}")
+    bottleneck = depth >= 50
+    inputs = keras.Input(shape=tuple(input_shape), name="image")
+    x = layers.ReLU(name="stem_relu")(_bn(_conv(inputs, 64, 7, 2, "stem"), "stem"))
+    x = layers.MaxPooling2D(3, strides=2, padding="same", name="stem_pool")(x)
+    for stage, (blocks, width) in enumerate(zip(STAGE_BLOCKS[depth], STAGE_WIDTHS)):
+        for b in range(blocks):
+            strides = 2 if stage > 0 and b == 0 else 1
+            x = _block(x, width, strides, bottleneck, f"stage{stage + 1}_block{b + 1}")
+    x = layers.GlobalAveragePooling2D(name="final_pool")(x)
+    logits = layers.Dense(num_classes, dtype="float32", name="logits")(x)
+    return keras.Model(inputs, logits, name=f"resnet{depth}")

@@ -54,6 +54,7 @@ class SearchAlgorithm:
         objective: str = "val_accuracy",
         mode: str = "max",
         journal_path: str | None = None,
+        fsync: bool = True,
     ) -> None:
         if mode not in ("max", "min"):
             raise ValueError(f"mode: must be 'max' or 'min', got {mode!r}")
@@ -70,7 +71,7 @@ class SearchAlgorithm:
         if journal_path is not None:
             if os.path.exists(journal_path) and os.path.getsize(journal_path) > 0:
                 raise FileExistsError(f"{journal_path}: journal exists; use resume() to continue it")
-            self._journal = Journal(journal_path)
+            self._journal = Journal(journal_path, fsync=fsync)
             self._journal.append({"event": "start", "version": JOURNAL_VERSION, **self.config()})
 
     # --- what subclasses provide -------------------------------------------------------------
@@ -173,15 +174,15 @@ class SearchAlgorithm:
 
     def _outcome(self, metrics: Mapping[str, Any], error: str | None) -> Outcome:
         if error is not None:
-            return Outcome("failed", metrics, str(error))
+            return Outcome("failed", dict(metrics), str(error))
         value = metrics.get(self.objective)
         try:
             finite = value is not None and math.isfinite(float(value))
         except (TypeError, ValueError):
             finite = False
         if not finite:
-            return Outcome("failed", metrics, f"objective {self.objective!r} is {value!r}")
-        return Outcome("ok", metrics)
+            return Outcome("failed", dict(metrics), f"objective {self.objective!r} is {value!r}")
+        return Outcome("ok", dict(metrics))
 
     def _record(self, trial_id: int, outcome: Outcome) -> None:
         self.outcomes[trial_id] = outcome
@@ -252,12 +253,12 @@ ALGORITHMS: dict[str, type[SearchAlgorithm]] = {
 }
 
 
-def resume(journal_path: str) -> SearchAlgorithm:
+def resume(journal_path: str, fsync: bool = True) -> SearchAlgorithm:
     """Rebuild an algorithm by replaying its journal, then keep appending to it.
 
     Raises JournalError naming the line when the journal is damaged or replay diverges.
     """
-    events = read_journal(journal_path)
+    events, intact_bytes = read_journal(journal_path)
     if not events or events[0].get("event") != "start":
         raise JournalError(f"{journal_path}:1: the journal does not begin with a start event")
     start = events[0]
@@ -294,5 +295,5 @@ def resume(journal_path: str) -> SearchAlgorithm:
         except KeyError as err:
             raise JournalError(f"{journal_path}:{number}: event lacks field {err}") from None
     algorithm._reissue.extend(algorithm.pending())
-    algorithm._journal = Journal(journal_path)
+    algorithm._journal = Journal(journal_path, intact_bytes, fsync=fsync)
     return algorithm

@@ -1,7 +1,9 @@
-"""The durable append-only journal: one JSON object per line, flushed as it is written.
+"""The durable append-only journal: one JSON object per line, flushed and fsynced as written.
 
-Reading tolerates a torn last line (a crash mid-write) and drops it with a warning; damage
-anywhere else is an error that names the line. JSON only: nothing here may unpickle or eval.
+Reading never changes the file. A last line without its newline is a torn write (a crash
+mid-append): it is dropped with a warning, and cut off when the journal is next opened for
+appending. Damage anywhere else is an error that names the line. JSON only: nothing here may
+unpickle or eval.
 """
 
 from __future__ import annotations
@@ -18,61 +20,62 @@ class JournalError(ValueError):
     """The journal is damaged or does not match what replaying it produces."""
 
 
-def read_journal(path: str) -> list[dict[str, Any]]:
-    """All events of the journal at `path`; repairs a torn last line by truncating it away."""
+def _parse(line: bytes) -> dict[str, Any]:
+    event = json.loads(line)
+    if not isinstance(event, dict) or "event" not in event:
+        raise ValueError("not an event object")
+    return event
+
+
+def read_journal(path: str) -> tuple[list[dict[str, Any]], int]:
+    """The events of the journal at `path`, and the length in bytes of its intact part."""
     with open(path, "rb") as f:
         data = f.read()
-    events: list[dict[str, Any]] = []
-    lines = data.split(b"\n")
-    good_bytes = 0
-    for number, line in enumerate(lines, start=1):
-        is_last = number == len(lines) or (number == len(lines) - 1 and lines[-1] == b"")
-        if not line.strip():
-            if not is_last and number != len(lines):
-                raise JournalError(f"{path}:{number}: empty line inside the journal")
-            continue
+    *complete, tail = data.split(b"\n")
+    events = []
+    for number, line in enumerate(complete, start=1):
         try:
-            event = json.loads(line)
-            if not isinstance(event, dict) or "event" not in event:
-                raise ValueError("not an event object")
+            events.append(_parse(line))
         except ValueError as err:
-            if is_last:
-                log.warning("%s:%d: dropping a torn last line (%s)", path, number, err)
-                os.truncate(path, good_bytes)
-                break
             raise JournalError(f"{path}:{number}: damaged journal line: {err}") from None
-        events.append(event)
-        good_bytes += len(line) + 1
-    if good_bytes > len(data):  # a complete last line without its newline
-        with open(path, "ab") as f:
-            f.write(b"\n")
-    return events
+    if tail:
+        try:
+            _parse(tail)
+        except ValueError as err:
+            log.warning("%s:%d: dropping a torn last line (%s)", path, len(complete) + 1, err)
+        else:  # whole but without its newline: nothing was lost but the newline
+            events.append(_parse(tail))
+            return events, len(data)
+    return events, len(data) - len(tail)
 
 
 class Journal:
-    """Appends events to a JSONL file, one flushed line each.
+    """Appends events to a JSONL file, one flushed and fsynced line each.
 
-    Pickling (Ray Tune pickles its search algorithm) keeps only the path; the file is opened
-    again on the next append.
+    `intact_bytes`, from `read_journal`, repairs a torn end before the first append.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, intact_bytes: int | None = None, fsync: bool = True) -> None:
         self.path = path
-        self._file: IO[str] | None = None
+        self.fsync = fsync
+        self._file: IO[bytes] = open(path, "ab")
+        if intact_bytes is not None:
+            self._file.truncate(intact_bytes)
+            self._file.seek(0, os.SEEK_END)
+            if intact_bytes and _last_byte(path) != b"\n":
+                self._file.write(b"\n")
 
     def append(self, event: dict[str, Any]) -> None:
-        if self._file is None:
-            self._file = open(self.path, "a", encoding="utf-8")
-        self._file.write(json.dumps(event, separators=(",", ":")) + "\n")
+        self._file.write(json.dumps(event, separators=(",", ":")).encode() + b"\n")
         self._file.flush()
+        if self.fsync:
+            os.fsync(self._file.fileno())
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        self._file.close()
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {"path": self.path}
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.path, self._file = state["path"], None
+def _last_byte(path: str) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1)

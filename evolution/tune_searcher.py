@@ -21,6 +21,11 @@ log = logging.getLogger(__name__)
 TUNE_KEYS = frozenset(AUTO_RESULT_KEYS) | {"trial_id", "done", "experiment_tag"}
 
 
+def _is_metric(key: str, value: Any) -> bool:
+    """A value the trial reported, not one of Tune's own (flattened config/... keys included)."""
+    return key not in TUNE_KEYS and not key.startswith("config/") and isinstance(value, (int, float, str))
+
+
 class EvolutionSearcher(Searcher):
     """Hands Tune up to `budget` trials from `algorithm` and feeds the results back.
 
@@ -63,17 +68,28 @@ class EvolutionSearcher(Searcher):
         reason = result.pop("error", None) or None
         if error and reason is None:
             reason = f"the trial raised an exception: see error.txt of Tune trial {trial_id}"
-        metrics = {
-            k: v for k, v in result.items() if k not in TUNE_KEYS and isinstance(v, (int, float, str))
-        }
+        metrics = {k: v for k, v in result.items() if _is_metric(k, v)}
         if self.algorithm.tell(ours, metrics, error=reason) and self.on_tell is not None:
             self.on_tell(self.algorithm, ours)
 
+    def _journal_path(self) -> str | None:
+        journal = getattr(self.algorithm, "_journal", None)
+        return journal and os.path.abspath(journal.path)
+
     def save(self, checkpoint_path: str) -> None:
         """Tune's own checkpoint: a JSON pointer to the journal (which holds the state)."""
-        journal = getattr(self.algorithm._journal, "path", None)
         with open(checkpoint_path, "w", encoding="utf-8") as f:
-            json.dump({"journal": journal and os.path.abspath(journal)}, f)
+            json.dump({"journal": self._journal_path()}, f)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Tune pickles its searcher into tuner.pkl: it gets the journal's path, no state."""
+        return {"journal": self._journal_path()}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        raise NotImplementedError(
+            f"resume the search from its journal {state.get('journal')} (run `amoeba search` again "
+            "with the same --output_dir), not from a pickled Tune searcher"
+        )
 
     def restore(self, checkpoint_path: str) -> None:
         raise NotImplementedError(

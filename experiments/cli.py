@@ -31,6 +31,7 @@ def run(argv: list[str] | None = None) -> None:
     if "--help" in argv[2:] or "-h" in argv[2:]:
         print(f"{command.__doc__.strip()}\n\n{command.FLAGS.get_help()}")
         return
+    command.FLAGS.unparse_flags()  # a second run() in one process starts from the defaults
     try:
         rest = command.FLAGS([f"amoeba {name}"] + argv[2:])
     except flags.Error as err:

@@ -2,6 +2,9 @@
 
 import json
 import logging
+import pickle
+
+import pytest
 
 from evolution import RegularizedEvolution, resume
 from evolution.tune_searcher import EvolutionSearcher
@@ -29,7 +32,8 @@ def test_results_errors_and_crashes_are_told(tmp_path):
     for i in range(3):
         searcher.suggest(f"tune_{i}")
     searcher.on_trial_complete("tune_0", {"val_accuracy": 0.9, "error": "", "params": 10,
-                                          "config": {"x": 1}, "time_total_s": 3.0, "trial_id": "tune_0"})
+                                          "config/trial_id": 0, "config/mutation": "random",
+                                          "time_total_s": 3.0, "trial_id": "tune_0"})
     searcher.on_trial_complete("tune_1", {"val_accuracy": float("nan"), "error": "timeout: over 5 s"})
     searcher.on_trial_complete("tune_2", None, error=True)
     assert told == [0, 1, 2]
@@ -53,5 +57,10 @@ def test_tune_checkpoint_is_a_json_pointer_to_the_journal(tmp_path):
     searcher.suggest("tune_0")
     searcher.save(str(tmp_path / "ckpt"))
     assert json.load(open(tmp_path / "ckpt"))["journal"].endswith("j.jsonl")
+    # What Tune pickles holds no algorithm state, and cannot be restored by mistake.
+    data = pickle.dumps(searcher)
+    assert b"RegularizedEvolution" not in data and b"j.jsonl" in data
+    with pytest.raises(NotImplementedError, match="journal"):
+        pickle.loads(data)
     algorithm.close()
     assert resume(str(tmp_path / "j.jsonl")).pending() == [0]

@@ -1,0 +1,87 @@
+"""amoeba prepare --train_csv=CSV --eval_csv=CSV --output_dir=DIR [--labels=labels.txt] [flags]
+       amoeba prepare --fake_imagenet --output_dir=DIR [--num_train --num_eval --num_classes --image_size]
+
+Converts your own images into sharded TFRecords (train-NNNNN-of-MMMMM, validation-NNNNN-of-MMMMM,
+metadata.json, labels.txt) for `amoeba train --data=DIR`. A CSV has one `path,label` row per image
+(no header needed; a `path,label` header is skipped); paths are local, gs://, or relative to the
+CSV's folder. labels.txt (one label per line, line order = class id) defaults to the training CSV's
+sorted labels. Every row is checked before a shard is written: a bad row (missing or undecodable
+file, unknown label, malformed line) fails the run with file:line: path: reason, unless
+--skip_bad_rows, which leaves it out and lists it in bad_rows.csv. Grey, CMYK and non-JPEG images
+are converted to RGB JPEG. --dry_run checks everything and writes nothing.
+
+--fake_imagenet writes a small ImageNet-format set of coloured-noise images (stored labels from
+--label_offset, 1 as in ImageNet) to try recipes without ImageNet.
+"""
+
+from __future__ import annotations
+
+from absl import app, flags
+
+FLAGS = flags.FlagValues()
+F = {"flag_values": FLAGS}
+
+flags.DEFINE_string("train_csv", None, "CSV of training images: `path,label` rows.", **F)
+flags.DEFINE_string("eval_csv", None, "CSV of evaluation images: `path,label` rows.", **F)
+flags.DEFINE_string("labels", None, "labels.txt, one label per line (default: the training CSV's sorted labels).",
+                    **F)
+flags.DEFINE_string("output_dir", None, "New or empty folder (local or gs://) for the TFRecords.", **F)
+flags.DEFINE_integer("num_shards_train", 0, "Training shards (0: one per ~1,000 images).", lower_bound=0, **F)
+flags.DEFINE_integer("num_shards_eval", 0, "Evaluation shards (0: one per ~1,000 images).", lower_bound=0, **F)
+flags.DEFINE_integer("num_workers", 0, "Threads reading and decoding images (0: CPUs + 4, at most 32).",
+                     lower_bound=0, **F)
+flags.DEFINE_boolean("skip_bad_rows", False, "Leave bad rows out (listed in bad_rows.csv) instead of failing.", **F)
+flags.DEFINE_boolean("dry_run", False, "Check every row and print the counts; write nothing.", **F)
+flags.DEFINE_boolean("fake_imagenet", False, "Write a fake ImageNet-format set instead of converting CSVs.", **F)
+flags.DEFINE_integer("num_train", 1024, "--fake_imagenet: training images.", lower_bound=1, **F)
+flags.DEFINE_integer("num_eval", 256, "--fake_imagenet: evaluation images.", lower_bound=1, **F)
+flags.DEFINE_integer("num_classes", 10, "--fake_imagenet: classes.", lower_bound=1, **F)
+flags.DEFINE_integer("image_size", 64, "--fake_imagenet: typical image side (sides vary by +-25%).",
+                     lower_bound=8, **F)
+flags.DEFINE_integer("label_offset", 1, "--fake_imagenet: stored label = class id + this.", lower_bound=0, **F)
+flags.DEFINE_integer("seed", 0, "--fake_imagenet: random seed.", **F)
+
+_CSV_FLAGS = ("train_csv", "eval_csv", "labels", "skip_bad_rows", "dry_run", "num_workers")
+_FAKE_FLAGS = ("num_train", "num_eval", "num_classes", "image_size", "label_offset", "seed")
+
+
+def _given(names: tuple[str, ...]) -> list[str]:
+    return [f"--{name}" for name in names if FLAGS[name].present]
+
+
+def _fake() -> None:
+    from trainer.fake_imagenet import write_fake_imagenet
+
+    if _given(_CSV_FLAGS):
+        raise app.UsageError(f"--fake_imagenet does not take {', '.join(_given(_CSV_FLAGS))}")
+    info = write_fake_imagenet(
+        FLAGS.output_dir, num_train=FLAGS.num_train, num_eval=FLAGS.num_eval, num_classes=FLAGS.num_classes,
+        image_size=FLAGS.image_size, label_offset=FLAGS.label_offset, seed=FLAGS.seed,
+        num_shards_train=FLAGS.num_shards_train, num_shards_eval=FLAGS.num_shards_eval)
+    print(f"wrote to {FLAGS.output_dir}: a fake ImageNet of {info.num_train_images} training and "
+          f"{info.num_eval_images} evaluation images, {info.num_classes} classes, label_offset {info.label_offset}")
+
+
+def _convert() -> None:
+    from trainer.prepare import PrepareConfig, prepare
+
+    if _given(_FAKE_FLAGS):
+        raise app.UsageError(f"{', '.join(_given(_FAKE_FLAGS))} go with --fake_imagenet only")
+    if not FLAGS.train_csv or not FLAGS.eval_csv:
+        raise app.UsageError("prepare needs --train_csv and --eval_csv (or --fake_imagenet)")
+    config = PrepareConfig(
+        train_csv=FLAGS.train_csv, eval_csv=FLAGS.eval_csv, output_dir=FLAGS.output_dir, labels=FLAGS.labels,
+        num_shards_train=FLAGS.num_shards_train, num_shards_eval=FLAGS.num_shards_eval,
+        num_workers=FLAGS.num_workers, skip_bad_rows=FLAGS.skip_bad_rows, dry_run=FLAGS.dry_run)
+    print(prepare(config).describe())
+
+
+def main(args: list[str]) -> None:
+    if args:
+        raise app.UsageError(f"prepare takes no positional arguments, got {args}")
+    if not FLAGS.output_dir and not (FLAGS.dry_run and not FLAGS.fake_imagenet):
+        raise app.UsageError("prepare needs --output_dir")
+    try:
+        _fake() if FLAGS.fake_imagenet else _convert()
+    except ValueError as err:  # bad input: nothing (or, for the fake set, nothing new) was written
+        raise app.UsageError(str(err)) from None

@@ -1,0 +1,105 @@
+"""The tf.data readers of prepared TFRecords, on a tiny fake ImageNet (stored labels 1..4)."""
+
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from trainer import records
+from trainer.fake_imagenet import write_fake_imagenet
+
+NUM_TRAIN, NUM_EVAL, NUM_CLASSES = 40, 23, 4
+
+
+@pytest.fixture(scope="module")
+def fake(tmp_path_factory) -> str:
+    out = str(tmp_path_factory.mktemp("records") / "fake")
+    write_fake_imagenet(out, num_train=NUM_TRAIN, num_eval=NUM_EVAL, num_classes=NUM_CLASSES, image_size=32,
+                        label_offset=1, num_shards_train=3, num_shards_eval=2)
+    return out
+
+
+def stored_labels(pattern: str) -> list[int]:
+    return [tf.train.Example.FromString(raw).features.feature["image/class/label"].int64_list.value[0]
+            for path in tf.io.gfile.glob(pattern) for raw in tf.data.TFRecordDataset(path).as_numpy_iterator()]
+
+
+def test_metadata_records_counts_labels_and_offset(fake):
+    info = records.read_metadata(fake)
+    assert info == records.DataInfo(NUM_TRAIN, NUM_EVAL, NUM_CLASSES,
+                                    tuple(f"fake_class_{i:04d}" for i in range(NUM_CLASSES)), 1)
+    assert sorted(set(stored_labels(f"{fake}/train-*"))) == [1, 2, 3, 4]
+    assert len(tf.io.gfile.glob(f"{fake}/train-*-of-00003")) == 3
+
+
+@pytest.mark.parametrize("cache", [False, True])
+def test_train_batches_have_fixed_shapes_and_offset_labels(fake, cache):
+    data = records.train_dataset(fake, 8, 24, label_offset=1, cache=cache)
+    images_spec, labels_spec = data.element_spec
+    assert images_spec == tf.TensorSpec([8, 24, 24, 3], tf.float32)
+    assert labels_spec == tf.TensorSpec([8], tf.int32)
+    labels = []
+    for images, batch_labels in data.take(12):  # 96 examples: repeats past the 40 images
+        assert -1.0 <= float(tf.reduce_min(images)) and float(tf.reduce_max(images)) <= 1.0
+        labels += batch_labels.numpy().tolist()
+    assert set(labels) == {0, 1, 2, 3}
+    unshifted = next(iter(records.train_dataset(fake, 8, 24, cache=cache)))[1].numpy()
+    assert set(unshifted) <= {1, 2, 3, 4}
+
+
+def test_train_is_deterministic_for_a_seed(fake):
+    def first(seed):
+        images, labels = next(iter(records.train_dataset(fake, 8, 16, label_offset=1, seed=seed)))
+        return images.numpy(), labels.numpy()
+
+    (a_images, a_labels), (b_images, b_labels) = first(3), first(3)
+    np.testing.assert_array_equal(a_images, b_images)
+    np.testing.assert_array_equal(a_labels, b_labels)
+    assert not np.array_equal(first(4)[0], a_images)
+
+
+@pytest.mark.parametrize("cache", [False, True])
+def test_eval_covers_every_example_exactly_once(fake, cache):
+    data = records.eval_dataset(fake, 8, 24, label_offset=1, cache=cache)
+    assert data.element_spec == (tf.TensorSpec([8, 24, 24, 3], tf.float32), tf.TensorSpec([8], tf.int32),
+                                 tf.TensorSpec([8], tf.float32))
+    batches = list(data.as_numpy_iterator())
+    weights = np.concatenate([w for _, _, w in batches])
+    labels = np.concatenate([y for _, y, _ in batches])
+    assert len(batches) == 3 and weights.sum() == NUM_EVAL  # ceil(23 / 8)
+    assert weights.tolist() == [1.0] * NUM_EVAL + [0.0] * (24 - NUM_EVAL)
+    expected = collections.Counter(label - 1 for label in stored_labels(f"{fake}/validation-*"))
+    assert collections.Counter(labels[:NUM_EVAL].tolist()) == expected
+
+
+def test_eval_is_the_same_with_and_without_cache(fake):
+    plain = [x for x, _, _ in records.eval_dataset(fake, 8, 24).as_numpy_iterator()]
+    cached = [x for x, _, _ in records.eval_dataset(fake, 8, 24, cache=True).as_numpy_iterator()]
+    np.testing.assert_allclose(np.concatenate(plain), np.concatenate(cached), atol=1e-6)
+
+
+def test_preprocess_for_eval_takes_jpeg_and_png():
+    pixels = tf.cast(tf.random.stateless_uniform([40, 60, 3], [1, 2], maxval=256, dtype=tf.int32), tf.uint8)
+    for encoded in (tf.io.encode_jpeg(pixels), tf.io.encode_png(pixels)):
+        image = records.preprocess_for_eval(encoded, 16)
+        assert image.shape == (16, 16, 3) and image.dtype == tf.float32
+        assert -1.0 <= float(tf.reduce_min(image)) and float(tf.reduce_max(image)) <= 1.0
+    serve = tf.function(lambda batch: tf.map_fn(lambda b: records.preprocess_for_eval(b, 16), batch,
+                                                fn_output_signature=tf.float32),
+                        input_signature=[tf.TensorSpec([None], tf.string)])  # as a serving signature
+    batch = serve(tf.stack([tf.io.encode_jpeg(pixels), tf.io.encode_png(pixels)]))
+    assert batch.shape == (2, 16, 16, 3)
+    np.testing.assert_allclose(batch[1].numpy(), records.preprocess_for_eval(tf.io.encode_png(pixels), 16).numpy(),
+                               atol=1e-6)
+    white = records.preprocess_for_eval(tf.io.encode_png(tf.fill([10, 10, 3], tf.constant(255, tf.uint8))), 4)
+    np.testing.assert_allclose(white.numpy(), 1.0)
+
+
+def test_missing_split_and_metadata_name_the_dir(tmp_path, fake):
+    with pytest.raises(FileNotFoundError, match=f"{tmp_path}: no train-\\* TFRecord shards"):
+        records.train_dataset(str(tmp_path), 8, 16)
+    with pytest.raises(FileNotFoundError, match=f"{tmp_path}: no validation-\\* TFRecord shards"):
+        records.eval_dataset(str(tmp_path), 8, 16)
+    with pytest.raises(FileNotFoundError, match=f"{tmp_path}: no metadata.json"):
+        records.read_metadata(str(tmp_path))

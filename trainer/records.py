@@ -1,0 +1,284 @@
+"""The TFRecord image format and its tf.data readers.
+
+Records use the tensorflow/tpu `imagenet_to_gcs` keys (`image/encoded` JPEG bytes, `image/format`,
+`image/class/label`, `image/class/text`, `image/height`, `image/width`, `image/filename`) in
+files `train-NNNNN-of-MMMMM` and `validation-NNNNN-of-MMMMM`, with `metadata.json` beside them
+(counts, labels, label_offset). The writers (trainer/prepare.py, trainer/fake_imagenet.py) build
+records with `make_example` and the metadata with `build_metadata`.
+
+A record's class id is `image/class/label - label_offset`: 0-based for our own data, offset 1 for
+ImageNet TFRecords (0 = background). Pixels are normalised to [-1, 1] (x / 127.5 - 1, the
+Inception/NASNet convention; no dataset mean/std), inside `preprocess_for_eval`, which the exported
+model's serving signature reuses. This module must not build models, train, or read CSVs.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import tensorflow as tf
+
+from trainer import storage
+
+METADATA_FILE = "metadata.json"
+LABELS_FILE = "labels.txt"
+TRAIN_PREFIX = "train"
+EVAL_PREFIX = "validation"
+CROP_FRACTION = 0.875  # eval centre crop (224 of 256 in the tpu preprocessing)
+SHUFFLE_BUFFER = 8192
+_CYCLE_LENGTH = 16  # shards read at the same time
+_READ_BUFFER = 8 << 20
+
+
+@dataclass(frozen=True)
+class DataInfo:
+    """What a prepared data dir holds; `num_classes` counts classes after the label offset."""
+
+    num_train_images: int
+    num_eval_images: int
+    num_classes: int
+    labels: tuple[str, ...]
+    label_offset: int = 0
+
+
+def shard_name(prefix: str, index: int, count: int) -> str:
+    return f"{prefix}-{index:05d}-of-{count:05d}"
+
+
+def make_example(encoded_jpeg: bytes, label: int, text: str, height: int, width: int,
+                 filename: str) -> tf.train.Example:
+    """One record; `label` is the stored id (class id + label_offset)."""
+
+    def _bytes(value: bytes) -> tf.train.Feature:
+        return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value]))
+
+    def _int(value: int) -> tf.train.Feature:
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=[value]))
+
+    return tf.train.Example(features=tf.train.Features(feature={
+        "image/encoded": _bytes(encoded_jpeg),
+        "image/format": _bytes(b"JPEG"),
+        "image/class/label": _int(label),
+        "image/class/text": _bytes(text.encode("utf-8")),
+        "image/height": _int(height),
+        "image/width": _int(width),
+        "image/filename": _bytes(filename.encode("utf-8")),
+    }))
+
+
+def build_metadata(labels: Sequence[str], shards: dict[str, Sequence[int]], label_offset: int,
+                   source: dict[str, Any]) -> dict[str, Any]:
+    """metadata.json's content; `shards` maps "train"/"validation" to images per shard."""
+    splits = {
+        prefix: {
+            "num_images": sum(counts),
+            "num_shards": len(counts),
+            "images_per_shard": list(counts),
+            "files": [shard_name(prefix, i, len(counts)) for i in range(len(counts))],
+        }
+        for prefix, counts in shards.items()
+    }
+    return {
+        "format": "tfrecord, tensorflow/tpu imagenet_to_gcs keys, JPEG images",
+        "num_train_images": splits[TRAIN_PREFIX]["num_images"],
+        "num_eval_images": splits[EVAL_PREFIX]["num_images"],
+        "num_label_classes": len(labels),
+        "labels": list(labels),
+        "label_offset": label_offset,
+        "splits": splits,
+        "source": source,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def read_metadata(data_dir: str) -> DataInfo:
+    """The counts and labels recorded by `amoeba prepare`; ValueError/FileNotFoundError say what is wrong."""
+    path = storage.join(data_dir, METADATA_FILE)
+    if not storage.exists(path):
+        raise FileNotFoundError(
+            f"{data_dir}: no {METADATA_FILE}; make the data dir with `amoeba prepare` (own images) "
+            f"or `amoeba prepare --fake_imagenet`")
+    data = storage.read_json(path)
+    try:
+        info = DataInfo(
+            num_train_images=int(data["num_train_images"]),
+            num_eval_images=int(data["num_eval_images"]),
+            num_classes=int(data["num_label_classes"]),
+            labels=tuple(str(label) for label in data["labels"]),
+            label_offset=int(data.get("label_offset", 0)),
+        )
+    except (KeyError, TypeError, ValueError) as err:
+        raise ValueError(f"{path}: malformed metadata ({type(err).__name__}: {err})") from None
+    if len(info.labels) != info.num_classes:
+        raise ValueError(f"{path}: {len(info.labels)} labels but num_label_classes={info.num_classes}")
+    return info
+
+
+# ---- preprocessing (graph functions on one example) ----
+
+def _normalize(image: tf.Tensor, image_size: int) -> tf.Tensor:
+    image = tf.image.resize(image, [image_size, image_size], method="bilinear")
+    image = tf.ensure_shape(image, [image_size, image_size, 3])
+    return image / 127.5 - 1.0
+
+
+def _center_window(shape: tf.Tensor) -> tf.Tensor:
+    """[y, x, size, size]: the centred square of CROP_FRACTION of the shorter side."""
+    height, width = shape[0], shape[1]
+    size = tf.cast(CROP_FRACTION * tf.cast(tf.minimum(height, width), tf.float32), tf.int32)
+    size = tf.maximum(size, 1)
+    return tf.stack([(height - size + 1) // 2, (width - size + 1) // 2, size, size])
+
+
+def _random_window(shape: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
+    """Inception-style distorted crop (area 8%-100%, aspect 3/4-4/3); the centre crop when no
+    sample fits (the sampler then returns the whole image), as the tpu preprocessing does."""
+    begin, size, _ = tf.image.stateless_sample_distorted_bounding_box(
+        shape, tf.constant([[[0.0, 0.0, 1.0, 1.0]]]), seed=seed, min_object_covered=0.1,
+        aspect_ratio_range=(3 / 4, 4 / 3), area_range=(0.08, 1.0), max_attempts=10,
+        use_image_if_no_bounding_boxes=True)
+    sampled = tf.stack([begin[0], begin[1], size[0], size[1]])
+    whole = tf.reduce_all(tf.equal(size[:2], shape[:2]))
+    return tf.where(whole, _center_window(shape), sampled)
+
+
+def _crop(image: tf.Tensor, window: tf.Tensor) -> tf.Tensor:
+    return tf.slice(image, tf.stack([window[0], window[1], 0]), tf.stack([window[2], window[3], 3]))
+
+
+def _decode(encoded: tf.Tensor) -> tf.Tensor:
+    image = tf.io.decode_image(encoded, channels=3, expand_animations=False)
+    return tf.ensure_shape(image, [None, None, 3])
+
+
+def _decode_cropped(encoded: tf.Tensor, window_fn: Callable[[tf.Tensor], tf.Tensor]) -> tf.Tensor:
+    """Decode only the window of a JPEG (decode_and_crop_jpeg); other formats decode whole."""
+
+    def jpeg() -> tf.Tensor:
+        window = window_fn(tf.image.extract_jpeg_shape(encoded))
+        return tf.image.decode_and_crop_jpeg(encoded, window, channels=3)
+
+    def other() -> tf.Tensor:
+        image = _decode(encoded)
+        return _crop(image, window_fn(tf.shape(image)))
+
+    return tf.ensure_shape(tf.cond(tf.io.is_jpeg(encoded), jpeg, other), [None, None, 3])
+
+
+def _eval_from_decoded(image: tf.Tensor, image_size: int) -> tf.Tensor:
+    return _normalize(_crop(image, _center_window(tf.shape(image))), image_size)
+
+
+def preprocess_for_eval(encoded_jpeg: tf.Tensor, image_size: int) -> tf.Tensor:
+    """Encoded image bytes (JPEG; PNG/GIF/BMP/WebP also decode) -> float32 [S, S, 3] in [-1, 1]:
+    the centred CROP_FRACTION square resized to image_size. The image is decoded whole, not with
+    decode_and_crop_jpeg (whose chroma upsampling differs at the crop edges), so evaluation with
+    and without cache and the serving signature all give the same pixels."""
+    return _eval_from_decoded(_decode(encoded_jpeg), image_size)
+
+
+def _augment(image: tf.Tensor, seed: tf.Tensor, image_size: int) -> tf.Tensor:
+    return tf.image.stateless_random_flip_left_right(_normalize(image, image_size), seed)
+
+
+# ---- datasets ----
+
+def _shards(data_dir: str, prefix: str) -> list[str]:
+    files = sorted(tf.io.gfile.glob(f"{data_dir.rstrip('/')}/{prefix}-*"))
+    if not files:
+        raise FileNotFoundError(
+            f"{data_dir}: no {prefix}-* TFRecord shards (make them with `amoeba prepare`)")
+    return files
+
+
+def _read(files: tf.data.Dataset, num_files: int) -> tf.data.Dataset:
+    return files.interleave(
+        lambda f: tf.data.TFRecordDataset(f, buffer_size=_READ_BUFFER),
+        cycle_length=min(num_files, _CYCLE_LENGTH), num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True)
+
+
+def _parser(label_offset: int) -> Callable[[tf.Tensor], tuple[tf.Tensor, tf.Tensor]]:
+    features = {
+        "image/encoded": tf.io.FixedLenFeature([], tf.string),
+        "image/class/label": tf.io.FixedLenFeature([], tf.int64),
+    }
+
+    def parse(serialized: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        example = tf.io.parse_single_example(serialized, features)
+        label = tf.cast(example["image/class/label"] - label_offset, tf.int32)
+        return example["image/encoded"], label
+
+    return parse
+
+
+def _check_sizes(batch_size: int, image_size: int) -> None:
+    if batch_size <= 0 or image_size <= 0:
+        raise ValueError(f"batch_size and image_size must be positive, got {batch_size}, {image_size}")
+
+
+def train_dataset(data_dir: str, batch_size: int, image_size: int, *, label_offset: int = 0,
+                  seed: int = 0, cache: bool = False,
+                  shuffle_buffer: int = SHUFFLE_BUFFER) -> tf.data.Dataset:
+    """(images float32 [B, S, S, 3], labels int32 [B]), shuffled, augmented, repeated forever.
+
+    Augmentation seeds come from a seeded stream zipped with the records, so a seed gives the same
+    batches however many threads map. cache=True keeps the decoded images in memory (small data).
+    """
+    _check_sizes(batch_size, image_size)
+    files = _shards(data_dir, TRAIN_PREFIX)
+    parse = _parser(label_offset)
+    if cache:
+        def decode(serialized: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+            encoded, label = parse(serialized)
+            return _decode(encoded), label
+
+        data = (_read(tf.data.Dataset.from_tensor_slices(files), len(files))
+                .map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+                .cache()
+                .shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+                .repeat())
+
+        def crop(image: tf.Tensor, crop_seed: tf.Tensor) -> tf.Tensor:
+            return _crop(image, _random_window(tf.shape(image), crop_seed))
+    else:
+        names = (tf.data.Dataset.from_tensor_slices(files)
+                 .shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat())
+        data = (_read(names, len(files))
+                .shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+                .map(parse, num_parallel_calls=tf.data.AUTOTUNE))
+
+        def crop(encoded: tf.Tensor, crop_seed: tf.Tensor) -> tf.Tensor:
+            return _decode_cropped(encoded, lambda shape: _random_window(shape, crop_seed))
+
+    def augment(example: tuple[tf.Tensor, tf.Tensor], pair: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        crop_seed, flip_seed = tf.unstack(tf.random.experimental.stateless_split(pair, 2))
+        return _augment(crop(example[0], crop_seed), flip_seed, image_size), example[1]
+
+    seeds = tf.data.Dataset.random(seed=seed).batch(2)
+    return (tf.data.Dataset.zip((data, seeds))
+            .map(augment, num_parallel_calls=tf.data.AUTOTUNE)
+            .batch(batch_size, drop_remainder=True)
+            .prefetch(tf.data.AUTOTUNE))
+
+
+def eval_dataset(data_dir: str, batch_size: int, image_size: int, *, label_offset: int = 0,
+                 cache: bool = False) -> tf.data.Dataset:
+    """(images, labels, weights): every example once, in a fixed order, then zero-weight padding
+    to a whole last batch, so every batch has the same shape and weighted accuracy is exact."""
+    _check_sizes(batch_size, image_size)
+    files = _shards(data_dir, EVAL_PREFIX)
+    parallel = tf.data.AUTOTUNE
+    data = _read(tf.data.Dataset.from_tensor_slices(files), len(files)).map(_parser(label_offset), parallel)
+    if cache:  # preprocess_for_eval in two steps, the decoded images cached in between
+        data = (data.map(lambda encoded, y: (_decode(encoded), y), parallel).cache()
+                .map(lambda image, y: (_eval_from_decoded(image, image_size), y), parallel))
+    else:
+        data = data.map(lambda encoded, y: (preprocess_for_eval(encoded, image_size), y), parallel)
+    data = data.map(lambda image, y: (image, y, tf.constant(1.0)))
+    padding = tf.data.Dataset.from_tensors(
+        (tf.zeros([image_size, image_size, 3]), tf.constant(0, tf.int32), tf.constant(0.0))
+    ).repeat(batch_size - 1)
+    return data.concatenate(padding).batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)

@@ -26,6 +26,7 @@ setup(
         "google-cloud-storage>=2.18",
         "scikit-learn>=1.5",
         "matplotlib>=3.8",
+        "tensorboard>=2.20",
     ],
     extras_require={"test": ["pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3", "gcp-storage-emulator>=2024.8"]},
     entry_points={"console_scripts": ["amoeba=experiments.cli:run"]},

@@ -25,7 +25,7 @@ def run_fake(algorithm, n: int, fitness=hashed_fitness) -> list:
     return trials
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def shared_dir() -> str:
     path = os.environ.get("AMOEBA_SHARED", os.path.join(REPO, "..", "shared"))
     if not os.path.isdir(os.path.join(path, "data")):

@@ -1,0 +1,32 @@
+"""amoeba evaluate --model_dir=DIR [--data=DIR] [--export_dir=DIR]: evaluate the latest checkpoint.
+
+Rebuilds the model from the model_dir's train_config.json, loads its latest checkpoint, and
+evaluates it on the data it was trained with or on --data; --export_dir also exports it.
+"""
+
+from __future__ import annotations
+
+import json
+
+from absl import app, flags
+
+FLAGS = flags.FlagValues()
+flags.DEFINE_string("model_dir", None, "The model_dir of an `amoeba train` run.", flag_values=FLAGS)
+flags.DEFINE_string("data", None, "Prepared data to evaluate on (default: the training run's).", flag_values=FLAGS)
+flags.DEFINE_string("export_dir", None, "Also export a SavedModel here.", flag_values=FLAGS)
+
+
+def main(args: list[str]) -> None:
+    if args or not FLAGS.model_dir:
+        raise app.UsageError("usage: amoeba evaluate --model_dir=DIR [--data=DIR] [--export_dir=DIR]")
+    from trainer.export import export_model
+    from trainer.train import load_trainer
+
+    try:
+        trainer = load_trainer(FLAGS.model_dir, FLAGS.data)
+    except (ValueError, FileNotFoundError) as err:
+        raise app.UsageError(str(err)) from None
+    print(json.dumps(trainer.evaluate()))
+    if FLAGS.export_dir:
+        export_model(trainer.model, FLAGS.export_dir, trainer.config.image_size, trainer.info.labels)
+        print(f"exported SavedModel to {FLAGS.export_dir}")

@@ -1,0 +1,99 @@
+"""amoeba train --model=NAME_OR_GENOTYPE.json --data=DIR --model_dir=DIR [flags]: full training.
+
+--model: resnet18, resnet34, resnet50, resnet101, resnet152, resnet200, amoebanet_a, amoebanet_d,
+nasnet_a, or a genotype JSON file (e.g. a search's best_genotype.json). --data: a dir made by
+`amoeba prepare` (local or gs://). A model_dir that holds a checkpoint is resumed: keep it to
+continue (also on new data), delete it to start fresh. --export_dir exports a SavedModel at the end.
+"""
+
+from __future__ import annotations
+
+from absl import app, flags
+
+FLAGS = flags.FlagValues()
+F = {"flag_values": FLAGS}
+flags.DEFINE_string("model", None, "Model name or genotype JSON file.", **F)
+flags.DEFINE_string("data", None, "Prepared TFRecord dir (amoeba prepare).", **F)
+flags.DEFINE_string("model_dir", None, "Checkpoints, TensorBoard logs, eval results.", **F)
+flags.DEFINE_string("export_dir", None, "Export a SavedModel here after training.", **F)
+flags.DEFINE_integer("train_batch_size", 128, "Global training batch size.", **F)
+flags.DEFINE_integer("eval_batch_size", 128, "Global evaluation batch size.", **F)
+flags.DEFINE_integer("train_steps", 0, "Training steps (0: use num_epochs).", **F)
+flags.DEFINE_float("num_epochs", 0.0, "Training epochs, when train_steps is 0.", **F)
+flags.DEFINE_integer("steps_per_eval", 0, "Evaluate every this many steps (0: at the end).", **F)
+flags.DEFINE_integer("image_size", 224, "Input image size.", **F)
+flags.DEFINE_integer("num_cells", 6, "NASNet family: TOTAL number of normal cells.", **F)
+flags.DEFINE_integer("reduction_size", 256, "NASNet family: filters of the first stack (F).", **F)
+flags.DEFINE_float("lr", 0.1, "Peak learning rate.", **F)
+flags.DEFINE_enum("lr_schedule", "exponential", ["exponential", "piecewise", "cosine", "constant"],
+                  "Decay after warm-up.", **F)
+flags.DEFINE_float("lr_decay_value", 0.97, "Decay factor (exponential: per lr_decay_epochs; piecewise: per boundary).", **F)
+flags.DEFINE_list("lr_decay_epochs", ["2.4"], "Exponential: decay period in epochs; piecewise: boundaries.", **F)
+flags.DEFINE_float("lr_warmup_epochs", 0.0, "Linear warm-up epochs.", **F)
+flags.DEFINE_enum("optimizer", "rmsprop", ["rmsprop", "momentum", "sgd"], "Optimizer.", **F)
+flags.DEFINE_float("momentum", 0.9, "Momentum of rmsprop and momentum.", **F)
+flags.DEFINE_float("weight_decay", 0.0, "L2 weight decay (not on BN or biases).", **F)
+flags.DEFINE_float("label_smoothing", 0.0, "Label smoothing.", **F)
+flags.DEFINE_enum("precision", "float32", ["float32", "bfloat16", "mixed_float16"], "Compute precision.", **F)
+flags.DEFINE_integer("iterations_per_loop", 100, "Steps per tf.function call (steps_per_execution).", **F)
+flags.DEFINE_integer("save_checkpoints_steps", 0, "Checkpoint every N steps (0: every loop).", **F)
+flags.DEFINE_string("tpu", None, "TPU name: train with TPUStrategy.", **F)
+flags.DEFINE_float("dropout", 0.0, "Dropout before the classifier.", **F)
+flags.DEFINE_float("drop_path_keep_prob", 1.0, "NASNet family: ScheduledDropPath final keep probability.", **F)
+flags.DEFINE_float("aux_weight", 0.0, "NASNet family: auxiliary head loss weight (0: no head).", **F)
+flags.DEFINE_integer("label_offset", None, "Subtracted from record labels (default: the data's metadata.json; "
+                     "1 for ImageNet TFRecords).", **F)
+flags.DEFINE_bool("cache", False, "Cache decoded data in memory (small data).", **F)
+flags.DEFINE_integer("seed", 0, "Seed.", **F)
+
+
+def config_from_flags():
+    from experiments.commands.show import load_genotype
+    from trainer.models import MODEL_NAMES
+    from trainer.train import TrainConfig
+
+    for name in ("model", "data", "model_dir"):
+        if not FLAGS[name].value:
+            raise app.UsageError(f"train needs --{name}")
+    model, genotype = FLAGS.model, None
+    if model not in MODEL_NAMES:
+        try:
+            genotype = load_genotype(model)
+        except ValueError as err:
+            raise app.UsageError(f"--model: not one of {', '.join(MODEL_NAMES)}, and {err}") from None
+        model = "genotype"
+    try:
+        return TrainConfig(
+            model=model, genotype=genotype, data=FLAGS.data, model_dir=FLAGS.model_dir,
+            train_batch_size=FLAGS.train_batch_size, eval_batch_size=FLAGS.eval_batch_size,
+            train_steps=FLAGS.train_steps, num_epochs=FLAGS.num_epochs, steps_per_eval=FLAGS.steps_per_eval,
+            image_size=FLAGS.image_size, num_cells=FLAGS.num_cells, reduction_size=FLAGS.reduction_size,
+            lr=FLAGS.lr, lr_schedule=FLAGS.lr_schedule, lr_decay_value=FLAGS.lr_decay_value,
+            lr_decay_epochs=tuple(float(e) for e in FLAGS.lr_decay_epochs),
+            lr_warmup_epochs=FLAGS.lr_warmup_epochs, optimizer=FLAGS.optimizer, momentum=FLAGS.momentum,
+            weight_decay=FLAGS.weight_decay, label_smoothing=FLAGS.label_smoothing, precision=FLAGS.precision,
+            iterations_per_loop=FLAGS.iterations_per_loop, save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+            tpu=FLAGS.tpu, dropout=FLAGS.dropout, drop_path_keep_prob=FLAGS.drop_path_keep_prob,
+            aux_weight=FLAGS.aux_weight, label_offset=FLAGS.label_offset, cache=FLAGS.cache, seed=FLAGS.seed,
+        )
+    except ValueError as err:
+        raise app.UsageError(str(err)) from None
+
+
+def main(args: list[str]) -> None:
+    if args:
+        raise app.UsageError(f"train takes no positional arguments, got {args}")
+    config = config_from_flags()
+    from trainer.export import export_model
+    from trainer.train import Trainer
+
+    try:
+        trainer = Trainer(config)
+    except (ValueError, FileNotFoundError) as err:
+        raise app.UsageError(str(err)) from None
+    result = trainer.train()
+    print(f"final eval: top1 {result['top1']:.4f} top5 {result['top5']:.4f} loss {result['loss']:.4f} "
+          f"on {result['num_examples']} images at step {result['step']}")
+    if FLAGS.export_dir:
+        export_model(trainer.model, FLAGS.export_dir, config.image_size, trainer.info.labels)
+        print(f"exported SavedModel to {FLAGS.export_dir}")

@@ -1,0 +1,105 @@
+"""Your own images end to end: prepare -> train -> SIGKILL and resume -> evaluate -> export -> predict."""
+
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import tensorflow as tf
+
+from tests.conftest import REPO
+
+AMOEBA = [sys.executable, "-c", "from experiments.cli import run; run()"]
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+TRAIN = ["--model=resnet18", "--image_size=32", "--train_batch_size=32", "--eval_batch_size=64",
+         "--optimizer=momentum", "--lr=0.05", "--lr_schedule=cosine", "--iterations_per_loop=5"]
+
+
+def amoeba(*args, check=True):
+    result = subprocess.run(AMOEBA + list(args), capture_output=True, text=True, timeout=900, env=ENV, cwd=REPO)
+    if check and result.returncode != 0:
+        raise AssertionError(f"amoeba {args} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return result
+
+
+@pytest.fixture(scope="module")
+def cifar_mini(shared_dir, tmp_path_factory):
+    src = os.path.join(shared_dir, "data", "cifar10-mini")
+    out = str(tmp_path_factory.mktemp("data") / "cifar")
+    amoeba("prepare", f"--train_csv={src}/train_set.csv", f"--eval_csv={src}/eval_set.csv",
+           f"--labels={src}/labels.txt", f"--output_dir={out}")
+    return src, out
+
+
+def summary_tags(folder):
+    tags = set()
+    for path in glob.glob(os.path.join(folder, "events.out.tfevents.*")):
+        for record in tf.data.TFRecordDataset(path):
+            event = tf.compat.v1.Event.FromString(record.numpy())
+            tags.update(v.tag for v in event.summary.value)
+    return tags
+
+
+@pytest.mark.integration
+def test_train_kill_resume_evaluate_export_predict(cifar_mini, tmp_path):
+    src, data = cifar_mini
+    model_dir, export_dir = str(tmp_path / "model"), str(tmp_path / "export")
+    args = ["train", *TRAIN, f"--data={data}", f"--model_dir={model_dir}", "--train_steps=60",
+            "--steps_per_eval=30", "--save_checkpoints_steps=5"]
+    proc = subprocess.Popen(AMOEBA + args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV, cwd=REPO)
+    index = os.path.join(model_dir, "checkpoints", "checkpoint")
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        if os.path.exists(index) and "ckpt-10" in open(index).read():
+            break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    saved = tf.train.latest_checkpoint(os.path.join(model_dir, "checkpoints"))
+    killed_at = int(saved.rsplit("-", 1)[1])
+    assert 10 <= killed_at < 60
+
+    result = amoeba(*args, f"--export_dir={export_dir}")
+    resumed_at = int(result.stdout.split("resuming from ")[1].split(" at step ")[1].split()[0])
+    assert resumed_at == killed_at  # nothing lost but the steps after the last checkpoint
+    assert "step 60/60" in result.stdout
+    evaluation = json.load(open(os.path.join(model_dir, "eval_results.json")))
+    assert evaluation["step"] == 60 and evaluation["num_examples"] == 200
+    assert evaluation["top5"] >= evaluation["top1"] >= 0
+    assert {"loss", "top1", "top5", "learning_rate", "images_per_sec"} <= summary_tags(os.path.join(model_dir, "train"))
+    assert {"loss", "top1", "top5"} <= summary_tags(os.path.join(model_dir, "eval"))
+
+    # Evaluate again from the model_dir alone: the same figures.
+    again = json.loads(amoeba("evaluate", f"--model_dir={model_dir}").stdout.strip().splitlines()[-1])
+    assert again["top1"] == pytest.approx(evaluation["top1"]) and again["step"] == 60
+
+    labels = open(os.path.join(src, "labels.txt")).read().split()
+    image = os.path.join(src, "test", "frog", "0000.jpg")
+    out = json.loads(amoeba("predict", f"--model={export_dir}", "--format=json", "--top_k=3", image).stdout)
+    assert out[0]["image"] == image and len(out[0]["predictions"]) == 3
+    assert all(p["label"] in labels for p in out[0]["predictions"])
+    assert 0.0 < sum(p["probability"] for p in out[0]["predictions"]) <= 1.0 + 1e-5
+
+
+@pytest.mark.integration
+def test_a_tiny_overfit_model_predicts_its_training_images(cifar_mini, tmp_path):
+    src, _ = cifar_mini
+    rows = [line for line in open(os.path.join(src, "train_set.csv")).read().splitlines()
+            if line.endswith((",airplane", ",frog"))]
+    picked = [r for r in rows if r.endswith(",airplane")][:4] + [r for r in rows if r.endswith(",frog")][:4]
+    csv = tmp_path / "train.csv"
+    csv.write_text("".join(f"{os.path.join(src, r.split(',')[0])},{r.split(',')[1]}\n" for r in picked))
+    data, model_dir, export_dir = str(tmp_path / "d"), str(tmp_path / "m"), str(tmp_path / "e")
+    amoeba("prepare", f"--train_csv={csv}", f"--eval_csv={csv}", f"--output_dir={data}")
+    assert open(os.path.join(data, "labels.txt")).read().split() == ["airplane", "frog"]  # derived, sorted
+    amoeba("train", "--model=resnet18", "--image_size=32", "--train_batch_size=8", "--eval_batch_size=8",
+           "--optimizer=momentum", "--lr=0.02", "--lr_schedule=constant", "--iterations_per_loop=20",
+           "--train_steps=80", f"--data={data}", f"--model_dir={model_dir}", f"--export_dir={export_dir}")
+    images = [os.path.join(src, r.split(",")[0]) for r in picked]
+    out = json.loads(amoeba("predict", f"--model={export_dir}", "--format=json", *images).stdout)
+    predicted = [o["predictions"][0]["label"] for o in out]
+    assert predicted == [r.split(",")[1] for r in picked]

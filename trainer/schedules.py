@@ -1,0 +1,81 @@
+"""Learning-rate schedules and optimizers of the training recipes (AmoebaNet and ResNet seeds).
+
+A linear warm-up, then one of: exponential staircase decay (AmoebaNet: lr * decay_value ^
+floor(epochs / decay_epochs)), piecewise-constant decay at given epochs (ResNet: x0.1 at 30, 60,
+80), cosine, or constant. Steps are optimizer steps. This module must not build models or data.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import keras
+import tensorflow as tf
+
+SCHEDULES = ("exponential", "piecewise", "cosine", "constant")
+OPTIMIZERS = ("rmsprop", "momentum", "sgd")
+
+
+class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warm-up from 0 to `base_lr` over `warmup_steps`, then the chosen decay."""
+
+    def __init__(
+        self,
+        base_lr: float,
+        steps_per_epoch: float,
+        total_steps: int,
+        kind: str = "exponential",
+        decay_value: float = 0.97,
+        decay_epochs: Sequence[float] = (2.4,),
+        warmup_epochs: float = 0.0,
+    ) -> None:
+        if kind not in SCHEDULES:
+            raise ValueError(f"lr_schedule: unknown {kind!r}; known: {list(SCHEDULES)}")
+        if kind == "exponential" and (len(decay_epochs) != 1 or decay_epochs[0] <= 0):
+            raise ValueError(f"lr_decay_epochs: exponential decay needs one positive value, got {list(decay_epochs)}")
+        if kind == "piecewise" and list(decay_epochs) != sorted(decay_epochs):
+            raise ValueError(f"lr_decay_epochs: piecewise boundaries must increase, got {list(decay_epochs)}")
+        self.base_lr = float(base_lr)
+        self.steps_per_epoch = float(steps_per_epoch)
+        self.total_steps = int(total_steps)
+        self.kind = kind
+        self.decay_value = float(decay_value)
+        self.decay_epochs = [float(e) for e in decay_epochs]
+        self.warmup_steps = float(warmup_epochs) * self.steps_per_epoch
+
+    def __call__(self, step):
+        step = tf.cast(step, tf.float32)
+        epoch = step / self.steps_per_epoch
+        if self.kind == "exponential":
+            decayed = self.base_lr * tf.pow(self.decay_value, tf.floor(epoch / self.decay_epochs[0]))
+        elif self.kind == "piecewise":
+            passed = tf.add_n([tf.cast(epoch >= b, tf.float32) for b in self.decay_epochs] or [0.0])
+            decayed = self.base_lr * tf.pow(self.decay_value, passed)
+        elif self.kind == "cosine":
+            progress = tf.clip_by_value(step / max(self.total_steps, 1), 0.0, 1.0)
+            decayed = self.base_lr * 0.5 * (1.0 + tf.cos(math.pi * progress))
+        else:
+            decayed = tf.constant(self.base_lr)
+        if self.warmup_steps > 0:
+            warm = self.base_lr * step / self.warmup_steps
+            return tf.where(step < self.warmup_steps, warm, decayed)
+        return decayed
+
+    def get_config(self) -> dict:
+        return {
+            "base_lr": self.base_lr, "steps_per_epoch": self.steps_per_epoch,
+            "total_steps": self.total_steps, "kind": self.kind, "decay_value": self.decay_value,
+            "decay_epochs": self.decay_epochs, "warmup_epochs": self.warmup_steps / self.steps_per_epoch,
+        }
+
+
+def make_optimizer(name: str, schedule: WarmupDecay, momentum: float = 0.9) -> keras.optimizers.Optimizer:
+    """rmsprop: AmoebaNet's (decay 0.9, momentum 0.9, epsilon 1.0); momentum: ResNet's."""
+    if name == "rmsprop":
+        return keras.optimizers.RMSprop(schedule, rho=0.9, momentum=momentum, epsilon=1.0)
+    if name == "momentum":
+        return keras.optimizers.SGD(schedule, momentum=momentum)
+    if name == "sgd":
+        return keras.optimizers.SGD(schedule)
+    raise ValueError(f"optimizer: unknown {name!r}; known: {list(OPTIMIZERS)}")

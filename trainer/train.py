@@ -1,0 +1,302 @@
+"""Full training: one recipe for every model, from a laptop CPU to a TPU.
+
+A distribution strategy (TPUStrategy for --tpu, MirroredStrategy over visible GPUs, else the
+default CPU strategy), `iterations_per_loop` steps per tf.function call, checkpoints in
+`model_dir/checkpoints` (training resumes from the latest one, losing at most the steps since it),
+evaluation every `steps_per_eval` steps, TensorBoard summaries in `model_dir/train` and
+`model_dir/eval`. This module must not parse flags or know about search.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from searchspace import NasNetGenotype
+from trainer import storage
+from trainer.models import ModelSpec, build_model, model_report
+from trainer.nasnet import set_training_progress
+from trainer.records import DataInfo, eval_dataset, read_metadata, train_dataset
+from trainer.schedules import OPTIMIZERS, SCHEDULES, WarmupDecay, make_optimizer
+
+log = logging.getLogger(__name__)
+PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16", "mixed_float16": "mixed_float16"}
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    model: str  # resnet18..resnet200, amoebanet_a, amoebanet_d, nasnet_a, or "genotype"
+    data: str  # a prepared TFRecord dir (local or gs://)
+    model_dir: str
+    genotype: NasNetGenotype | None = None  # for model="genotype"
+    train_batch_size: int = 128
+    eval_batch_size: int = 128
+    train_steps: int = 0
+    num_epochs: float = 0.0  # used when train_steps is 0
+    steps_per_eval: int = 0  # 0: evaluate once, at the end
+    image_size: int = 224
+    num_cells: int = 6
+    reduction_size: int = 256
+    lr: float = 0.1
+    lr_schedule: str = "exponential"
+    lr_decay_value: float = 0.97
+    lr_decay_epochs: tuple[float, ...] = (2.4,)
+    lr_warmup_epochs: float = 0.0
+    optimizer: str = "rmsprop"
+    momentum: float = 0.9
+    weight_decay: float = 0.0  # L2 on weights with more than one dimension (not BN, not biases)
+    label_smoothing: float = 0.0
+    precision: str = "float32"
+    iterations_per_loop: int = 100
+    save_checkpoints_steps: int = 0  # 0: after every loop of iterations_per_loop steps
+    tpu: str | None = None
+    dropout: float = 0.0
+    drop_path_keep_prob: float = 1.0
+    aux_weight: float = 0.0  # > 0 adds the auxiliary head with this loss weight
+    label_offset: int | None = None  # None: the prepared data's own (metadata.json)
+    cache: bool = False
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer: unknown {self.optimizer!r}; known: {list(OPTIMIZERS)}")
+        if self.lr_schedule not in SCHEDULES:
+            raise ValueError(f"lr_schedule: unknown {self.lr_schedule!r}; known: {list(SCHEDULES)}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision: unknown {self.precision!r}; known: {list(PRECISIONS)}")
+        if self.train_steps <= 0 and self.num_epochs <= 0:
+            raise ValueError("give train_steps or num_epochs")
+        for name in ("train_batch_size", "eval_batch_size", "iterations_per_loop", "image_size"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name}: must be positive, got {getattr(self, name)}")
+        if self.model == "genotype" and self.genotype is None:
+            raise ValueError("model 'genotype' needs a genotype")
+
+    def model_spec(self, num_classes: int) -> ModelSpec:
+        return ModelSpec(
+            name=self.model, num_classes=num_classes, image_size=self.image_size,
+            num_cells=self.num_cells, reduction_size=self.reduction_size, dropout=self.dropout,
+            drop_path_keep_prob=self.drop_path_keep_prob, aux_head=self.aux_weight > 0,
+            genotype=self.genotype,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["genotype"] = self.genotype.to_json() if self.genotype else None
+        data["lr_decay_epochs"] = list(self.lr_decay_epochs)
+        return data
+
+
+def make_strategy(tpu: str | None) -> tf.distribute.Strategy:
+    if tpu:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        return tf.distribute.TPUStrategy(resolver)
+    if tf.config.list_physical_devices("GPU"):
+        return tf.distribute.MirroredStrategy()
+    return tf.distribute.get_strategy()
+
+
+def total_steps(config: TrainConfig, info: DataInfo) -> int:
+    if config.train_steps > 0:
+        return config.train_steps
+    return math.ceil(config.num_epochs * info.num_train_images / config.train_batch_size)
+
+
+def _split_outputs(outputs):
+    if isinstance(outputs, (list, tuple)):
+        return outputs[0], outputs[1]
+    return outputs, None
+
+
+class Trainer:
+    """Builds the model, optimizer and checkpoint under the strategy; runs training and eval."""
+
+    def __init__(self, config: TrainConfig) -> None:
+        self.config = config
+        self.info = read_metadata(config.data)
+        self.label_offset = self.info.label_offset if config.label_offset is None else config.label_offset
+        self.total_steps = total_steps(config, self.info)
+        self.strategy = make_strategy(config.tpu)
+        replicas = self.strategy.num_replicas_in_sync
+        if config.train_batch_size % replicas or config.eval_batch_size % replicas:
+            raise ValueError(f"batch sizes must be multiples of the {replicas} replicas")
+        keras.mixed_precision.set_global_policy(PRECISIONS[config.precision])
+        keras.utils.set_random_seed(config.seed)
+        steps_per_epoch = self.info.num_train_images / config.train_batch_size
+        self.schedule = WarmupDecay(
+            config.lr, steps_per_epoch, self.total_steps, config.lr_schedule, config.lr_decay_value,
+            config.lr_decay_epochs, config.lr_warmup_epochs,
+        )
+        with self.strategy.scope():
+            self.model = build_model(config.model_spec(self.info.num_classes))
+            optimizer = make_optimizer(config.optimizer, self.schedule, config.momentum)
+            if config.precision == "mixed_float16":
+                optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+            optimizer.build(self.model.trainable_variables)
+            self.optimizer = optimizer
+            self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer)
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, storage.join(config.model_dir, "checkpoints"), max_to_keep=3
+        )
+        self.decayed = [v for v in self.model.trainable_variables if len(v.shape) > 1]
+
+    # --- steps ---------------------------------------------------------------------------------
+
+    def _per_example_loss(self, labels, logits):
+        num_classes = self.info.num_classes
+        targets = tf.one_hot(labels, num_classes)
+        if self.config.label_smoothing > 0:
+            targets = targets * (1 - self.config.label_smoothing) + self.config.label_smoothing / num_classes
+        return tf.nn.softmax_cross_entropy_with_logits(targets, tf.cast(logits, tf.float32))
+
+    def _train_step(self, images, labels):
+        replicas = self.strategy.num_replicas_in_sync
+        with tf.GradientTape() as tape:
+            logits, aux_logits = _split_outputs(self.model(images, training=True))
+            per_example = self._per_example_loss(labels, logits)
+            if aux_logits is not None:
+                per_example += self.config.aux_weight * self._per_example_loss(labels, aux_logits)
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=self.config.train_batch_size)
+            if self.config.weight_decay > 0:
+                l2 = tf.add_n([tf.nn.l2_loss(tf.cast(v, tf.float32)) for v in self.decayed])
+                loss += self.config.weight_decay * l2 / replicas
+            scaled = self.optimizer.scale_loss(loss) if hasattr(self.optimizer, "scale_loss") else loss
+        variables = self.model.trainable_variables
+        self.optimizer.apply_gradients(zip(tape.gradient(scaled, variables), variables))
+        return self._sums(labels, logits, per_example, tf.ones_like(per_example))
+
+    def _sums(self, labels, logits, per_example, weights):
+        logits = tf.cast(logits, tf.float32)
+        top1 = tf.cast(tf.math.in_top_k(labels, logits, 1), tf.float32)
+        top5 = tf.cast(tf.math.in_top_k(labels, logits, min(5, self.info.num_classes)), tf.float32)
+        return tf.stack([tf.reduce_sum(per_example * weights), tf.reduce_sum(top1 * weights),
+                         tf.reduce_sum(top5 * weights), tf.reduce_sum(weights)])
+
+    def _eval_step(self, images, labels, weights):
+        logits, _ = _split_outputs(self.model(images, training=False))
+        return self._sums(labels, logits, self._per_example_loss(labels, logits), weights)
+
+    def _compile(self):
+        strategy = self.strategy
+
+        @tf.function
+        def train_loop(iterator, steps):
+            totals = tf.zeros(4)
+            for _ in tf.range(steps):
+                per_replica = strategy.run(self._train_step, args=next(iterator))
+                totals += strategy.reduce("SUM", per_replica, axis=None)
+            return totals
+
+        @tf.function
+        def eval_batch(batch):
+            return strategy.reduce("SUM", strategy.run(self._eval_step, args=batch), axis=None)
+
+        return train_loop, eval_batch
+
+    # --- the run -------------------------------------------------------------------------------
+
+    def evaluate(self, eval_batch=None) -> dict[str, float]:
+        eval_batch = eval_batch or self._compile()[1]
+        data = eval_dataset(self.config.data, self.config.eval_batch_size, self.config.image_size,
+                            label_offset=self.label_offset, cache=self.config.cache)
+        totals = tf.zeros(4)
+        for batch in self.strategy.experimental_distribute_dataset(data):
+            totals += eval_batch(batch)
+        loss, top1, top5, n = (float(t) for t in totals)
+        return {"step": int(self.optimizer.iterations), "loss": loss / n, "top1": top1 / n,
+                "top5": top5 / n, "num_examples": int(n)}
+
+    def restore(self) -> str | None:
+        """Load the latest checkpoint of model_dir, if any; returns its path."""
+        latest = self.manager.latest_checkpoint
+        if latest:
+            self.checkpoint.restore(latest).assert_existing_objects_matched()
+        return latest
+
+    def train(self) -> dict[str, Any]:
+        """Train to `total_steps` (resuming from the latest checkpoint); return the last eval."""
+        config = self.config
+        latest = self.restore()
+        if latest:
+            print(f"resuming from {latest} at step {int(self.optimizer.iterations)}", flush=True)
+        storage.write_json(storage.join(config.model_dir, "train_config.json"),
+                           {**config.to_json(), "total_steps": self.total_steps,
+                            "labels": list(self.info.labels), **model_report(self.model)})
+        train_loop, eval_batch = self._compile()
+        data = train_dataset(config.data, config.train_batch_size, config.image_size,
+                             label_offset=self.label_offset, seed=config.seed, cache=config.cache)
+        iterator = iter(self.strategy.experimental_distribute_dataset(data))
+        train_writer = tf.summary.create_file_writer(storage.join(config.model_dir, "train"))
+        eval_writer = tf.summary.create_file_writer(storage.join(config.model_dir, "eval"))
+        save_every = config.save_checkpoints_steps or config.iterations_per_loop
+        step = int(self.optimizer.iterations)
+        result: dict[str, Any] = {}
+        while step < self.total_steps:
+            boundaries = [self.total_steps, _next_multiple(step, config.iterations_per_loop),
+                          _next_multiple(step, save_every)]
+            if config.steps_per_eval:
+                boundaries.append(_next_multiple(step, config.steps_per_eval))
+            steps = min(boundaries) - step
+            set_training_progress(self.model, step / self.total_steps)
+            t0 = time.perf_counter()
+            loss, top1, top5, n = (float(t) for t in train_loop(iterator, tf.constant(steps)))
+            seconds = time.perf_counter() - t0
+            step += steps
+            with train_writer.as_default(step=step):
+                tf.summary.scalar("loss", loss / n)
+                tf.summary.scalar("top1", top1 / n)
+                tf.summary.scalar("top5", top5 / n)
+                tf.summary.scalar("learning_rate", float(self.schedule(step)))
+                tf.summary.scalar("images_per_sec", n / seconds)
+            print(f"step {step}/{self.total_steps}: loss {loss / n:.4f} top1 {top1 / n:.4f} "
+                  f"({n / seconds:.1f} images/s)", flush=True)
+            if step % save_every == 0 or step == self.total_steps:
+                self.manager.save(checkpoint_number=step)
+            if (config.steps_per_eval and step % config.steps_per_eval == 0) or step == self.total_steps:
+                result = self.evaluate(eval_batch)
+                with eval_writer.as_default(step=step):
+                    for name in ("loss", "top1", "top5"):
+                        tf.summary.scalar(name, result[name])
+                storage.write_json(storage.join(config.model_dir, "eval_results.json"), result)
+                print(f"eval at step {step}: top1 {result['top1']:.4f} top5 {result['top5']:.4f} "
+                      f"loss {result['loss']:.4f}", flush=True)
+        train_writer.flush()
+        eval_writer.flush()
+        if not result:  # already trained to total_steps: report the last evaluation again
+            result = self.evaluate(eval_batch)
+        return result
+
+
+def load_trainer(model_dir: str, data: str | None = None) -> Trainer:
+    """The trainer of an earlier `amoeba train` run, restored from its latest checkpoint.
+
+    `data` replaces the prepared data dir it was trained on (e.g. to evaluate on other data).
+    """
+    path = storage.join(model_dir, "train_config.json")
+    if not storage.exists(path):
+        raise FileNotFoundError(f"{model_dir}: no train_config.json; is it an `amoeba train` model_dir?")
+    saved = storage.read_json(path)
+    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    values = {k: v for k, v in saved.items() if k in fields}
+    values["genotype"] = NasNetGenotype.from_json(saved["genotype"]) if saved.get("genotype") else None
+    values["lr_decay_epochs"] = tuple(values["lr_decay_epochs"])
+    values["model_dir"] = model_dir
+    if data:
+        values["data"] = data
+    trainer = Trainer(TrainConfig(**values))
+    if not trainer.restore():
+        raise FileNotFoundError(f"{model_dir}: no checkpoint to load")
+    return trainer
+
+
+def _next_multiple(step: int, every: int) -> int:
+    return (step // every + 1) * every

@@ -15,7 +15,7 @@ $(STAMP): setup.py
 install: $(STAMP)
 
 search: $(STAMP)
-	$(VENV)/bin/amoeba search --output_dir=$(SEARCH_DIR)
+	$(VENV)/bin/amoeba search --flagfile=experiments/configs/search_digits.cfg --output_dir=$(SEARCH_DIR)
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest

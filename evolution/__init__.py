@@ -8,6 +8,7 @@ from evolution.algorithms import (
     RegularizedEvolution,
     SearchAlgorithm,
     Trial,
+    make_algorithm,
     resume,
 )
 from evolution.journal import JournalError
@@ -20,5 +21,6 @@ __all__ = [
     "RegularizedEvolution",
     "SearchAlgorithm",
     "Trial",
+    "make_algorithm",
     "resume",
 ]

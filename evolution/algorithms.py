@@ -45,6 +45,7 @@ class SearchAlgorithm:
     """Bookkeeping shared by every algorithm; subclasses supply `_propose` and `_accept`."""
 
     name: ClassVar[str]
+    param_names: ClassVar[tuple[str, ...]] = ()  # constructor arguments of the algorithm itself
 
     def __init__(
         self,
@@ -208,6 +209,7 @@ class RegularizedEvolution(SearchAlgorithm):
     """
 
     name = "regularized_evolution"
+    param_names = ("population_size", "sample_size")
 
     def __init__(
         self, space: SearchSpace, population_size: int = 100, sample_size: int = 25, **kwargs: Any
@@ -251,6 +253,15 @@ ALGORITHMS: dict[str, type[SearchAlgorithm]] = {
     RegularizedEvolution.name: RegularizedEvolution,
     RandomSearch.name: RandomSearch,
 }
+
+
+def make_algorithm(name: str, space: SearchSpace, params: Mapping[str, Any] | None = None,
+                   **kwargs: Any) -> SearchAlgorithm:
+    """The algorithm `name`, given those of `params` it takes (P and S mean nothing to random)."""
+    if name not in ALGORITHMS:
+        raise ValueError(f"algorithm: unknown {name!r}; known: {sorted(ALGORITHMS)}")
+    cls = ALGORITHMS[name]
+    return cls(space, **{k: v for k, v in (params or {}).items() if k in cls.param_names}, **kwargs)
 
 
 def resume(journal_path: str, fsync: bool = True) -> SearchAlgorithm:

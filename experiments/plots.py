@@ -6,6 +6,8 @@ from typing import Mapping
 
 import numpy as np
 
+from experiments.tabular import sample_std
+
 
 def plot_best_so_far(curves: Mapping[str, np.ndarray], path: str, ylabel: str, title: str) -> None:
     """Mean best-so-far against evaluations with a 95% confidence band per algorithm (PNG/SVG)."""
@@ -18,7 +20,7 @@ def plot_best_so_far(curves: Mapping[str, np.ndarray], path: str, ylabel: str, t
     for name, curve in curves.items():
         x = np.arange(1, curve.shape[1] + 1)
         mean = curve.mean(axis=0)
-        half = 1.96 * curve.std(axis=0, ddof=1) / np.sqrt(curve.shape[0]) if curve.shape[0] > 1 else 0 * mean
+        half = 1.96 * np.array([sample_std(c) for c in curve.T]) / np.sqrt(curve.shape[0])
         ax.plot(x, mean, label=f"{name} (n={curve.shape[0]})")
         ax.fill_between(x, mean - half, mean + half, alpha=0.25)
     ax.set_xlabel("evaluations")

@@ -38,9 +38,9 @@ def results_table(algorithm: SearchAlgorithm) -> pd.DataFrame:
                 "images_per_sec": metrics.get("images_per_sec"),
                 "trial_seconds": metrics.get("trial_seconds"),
                 "error": (outcome.error if outcome else None) or "",
-                algorithm.objective: metrics.get(algorithm.objective),
             }
         )
+        rows[-1].setdefault(algorithm.objective, metrics.get(algorithm.objective))
     columns = COLUMNS + ([algorithm.objective] if algorithm.objective not in COLUMNS else [])
     table = pd.DataFrame(rows, columns=columns)
     return table.astype({"parent_id": "Int64", "params": "Int64"})

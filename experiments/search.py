@@ -15,17 +15,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from evolution import ALGORITHMS, SearchAlgorithm, resume
-from trainer.storage import write_json
+from evolution import ALGORITHMS, SearchAlgorithm, make_algorithm, resume
 from experiments.results import top_table, write_results
 from searchspace import NasNetSpace
 from trainer.proxy import ProxyConfig
+from trainer.storage import read_json, write_json
 
 log = logging.getLogger(__name__)
 JOURNAL = "journal.jsonl"
 CONFIG = "search_config.json"
-# Settings a resumed search must keep: changing them would mix incomparable trials.
-FIXED_SETTINGS = ("algorithm", "population_size", "sample_size", "seed", "num_blocks", "proxy")
 
 
 @dataclass(frozen=True)
@@ -55,45 +53,55 @@ class SearchConfig:
         data["proxy"] = self.proxy.to_dict()
         return data
 
-    def trial_cpus(self) -> float:
-        return self.cpus_per_trial or max(1, (os.cpu_count() or 1) // self.max_concurrent)
+    def algorithm_params(self) -> dict[str, Any]:
+        return {"population_size": self.population_size, "sample_size": self.sample_size}
 
 
-def make_algorithm(config: SearchConfig, journal_path: str) -> SearchAlgorithm:
-    space = NasNetSpace(num_blocks=config.num_blocks)
-    kwargs: dict[str, Any] = {"seed": config.seed, "journal_path": journal_path}
-    if config.algorithm == "regularized_evolution":
-        kwargs.update(population_size=config.population_size, sample_size=config.sample_size)
-    return ALGORITHMS[config.algorithm](space, **kwargs)
+def _comparable_proxy(proxy: dict[str, Any]) -> dict[str, Any]:
+    """The proxy settings that change a candidate's fitness (not its time limit or threads)."""
+    return {k: v for k, v in proxy.items() if k not in ("timeout_s", "threads")}
+
+
+def _changed_settings(config: SearchConfig, algorithm: SearchAlgorithm, saved: dict[str, Any] | None) -> list[str]:
+    expected = make_algorithm(config.algorithm, NasNetSpace(num_blocks=config.num_blocks),
+                              config.algorithm_params(), seed=config.seed).config()
+    changed = [f"{k}: {algorithm.config()[k]!r} in the journal, {v!r} now"
+               for k, v in expected.items() if algorithm.config()[k] != v]
+    if saved is not None:
+        before, now = _comparable_proxy(saved["proxy"]), _comparable_proxy(config.proxy.to_dict())
+        changed += [f"proxy {k}: {before.get(k)!r} before, {now.get(k)!r} now"
+                    for k in sorted(set(before) | set(now)) if before.get(k) != now.get(k)]
+    return changed
 
 
 def open_search(config: SearchConfig) -> SearchAlgorithm:
-    """A new search in `config.output_dir`, or the one already there, resumed from its journal."""
+    """A new search in `config.output_dir`, or the one already there, resumed from its journal.
+
+    Raises ValueError when the settings differ from the saved search's in a way that would mix
+    incomparable trials (algorithm, seed, P, S, space, proxy task).
+    """
     os.makedirs(config.output_dir, exist_ok=True)
     journal = os.path.join(config.output_dir, JOURNAL)
     config_path = os.path.join(config.output_dir, CONFIG)
     if os.path.exists(journal) and os.path.getsize(journal) > 0:
-        with open(config_path, encoding="utf-8") as f:
-            saved = json.load(f)
-        current = config.to_json()
-        changed = [k for k in FIXED_SETTINGS if saved.get(k) != current[k]]
-        if changed:
-            raise ValueError(
-                f"{config.output_dir} holds a search with different {', '.join(changed)} "
-                f"(saved: {', '.join(f'{k}={saved.get(k)!r}' for k in changed)}); "
-                "use a new --output_dir for a different search"
-            )
         algorithm = resume(journal)
+        saved = read_json(config_path) if os.path.exists(config_path) else None
+        changed = _changed_settings(config, algorithm, saved)
+        if changed:
+            algorithm.close()
+            raise ValueError(f"{config.output_dir} holds a different search ({'; '.join(changed)}); "
+                             "use a new --output_dir for a different search")
         log.info("resumed %s: %d trials done, %d to re-issue", journal, algorithm.completed(),
                  len(algorithm.pending()))
-    else:
-        algorithm = make_algorithm(config, journal)
-    write_json(config_path, config.to_json())
-    return algorithm
+        write_json(config_path, config.to_json())
+        return algorithm
+    write_json(config_path, config.to_json())  # before the journal: a journal always has its config
+    return make_algorithm(config.algorithm, NasNetSpace(num_blocks=config.num_blocks),
+                          config.algorithm_params(), seed=config.seed, journal_path=journal)
 
 
-def run_search(config: SearchConfig) -> SearchAlgorithm:
-    """Run (or finish) the search; returns the algorithm with every result told."""
+def run_search(config: SearchConfig, algorithm: SearchAlgorithm) -> SearchAlgorithm:
+    """Run (or finish) the search opened by `open_search`; returns it with every result told."""
     import ray
     from ray import tune
     from ray.tune.search import ConcurrencyLimiter
@@ -101,26 +109,32 @@ def run_search(config: SearchConfig) -> SearchAlgorithm:
     from evolution.tune_searcher import EvolutionSearcher
     from experiments.trial import run_trial
 
-    algorithm = open_search(config)
     budget = config.max_trials - algorithm.completed()
     if budget <= 0:
         print(f"{config.output_dir}: all {algorithm.completed()} trials already done")
         return algorithm
     started_ray = not ray.is_initialized()
     if started_ray:
+        runtime_env: dict[str, Any] = {"env_vars": {"TF_CPP_MIN_LOG_LEVEL": "2"}}
+        if config.ray_address:  # workers of another cluster get our packages shipped to them
+            import evolution, experiments, searchspace, trainer
+
+            runtime_env["py_modules"] = [evolution, experiments, searchspace, trainer]
         ray.init(
             address=config.ray_address,
             include_dashboard=False,
             logging_level=logging.WARNING,
             log_to_driver=False,  # TensorFlow start-up chatter; errors go to Tune error files
-            runtime_env={"env_vars": {"TF_CPP_MIN_LOG_LEVEL": "2"}},
+            runtime_env=runtime_env,
         )
+    cpus = config.cpus_per_trial or max(1, int(ray.cluster_resources().get("CPU", 1)) // config.max_concurrent)
     try:
         searcher = EvolutionSearcher(
             algorithm, budget, on_tell=lambda a, t: on_result(a, t, config)
         )
         trainable = tune.with_resources(
-            tune.with_parameters(run_trial, proxy=config.proxy.to_dict()), {"cpu": config.trial_cpus()}
+            tune.with_parameters(run_trial, proxy={**config.proxy.to_dict(), "threads": max(1, int(cpus))}),
+            {"cpu": cpus},
         )
         tuner = tune.Tuner(
             trainable,

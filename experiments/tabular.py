@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from evolution import ALGORITHMS
+from evolution import ALGORITHMS, make_algorithm
 from searchspace import NasBench201Genotype, NasBench201Space
 
 log = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ def load_table(path: str, space_name: str, arch_column: str, search_metric: str,
         raise ValueError(f"space: unknown {space_name!r}; known: {sorted(SPACES)}")
     space_cls, parse = SPACES[space_name]
     try:
-        frame = pd.read_csv(path, dtype={arch_column: str}, keep_default_na=False)
+        frame = pd.read_csv(path, dtype={arch_column: str}, keep_default_na=False, skip_blank_lines=False)
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
         raise ValueError(f"{path}: cannot read the table: {err}") from None
     for column in (arch_column, search_metric, report_metric):
@@ -77,15 +77,14 @@ def _finite(raw: Any, path: str, line: int, column: str) -> float:
 
 
 def run_once(table: Table, space_name: str, algorithm: str, budget: int, seed: int, mode: str,
-             params: dict[str, Any], dedup: bool) -> tuple[np.ndarray, int]:
-    """One search: the report metric of the pick after each charged evaluation, and the number
-    of proposals it took (more than the budget when --dedup skipped repeats)."""
-    space = SPACES[space_name][0]()
-    kwargs = dict(params) if algorithm == "regularized_evolution" else {}
-    search = ALGORITHMS[algorithm](space, seed=seed, objective="search", mode=mode, **kwargs)
+             params: dict[str, Any], dedup: bool) -> tuple[np.ndarray, list[str]]:
+    """One search: the report metric of the pick after each charged evaluation, and the keys of
+    the architectures charged, in order (with --dedup, never the same one twice)."""
+    search = make_algorithm(algorithm, SPACES[space_name][0](), params, seed=seed, objective="search", mode=mode)
     sign = 1.0 if mode == "max" else -1.0
     curve = np.empty(budget)
     evaluated: set[str] = set()
+    charged_keys: list[str] = []
     best_search, best_report = -math.inf, math.nan
     charged, proposals = 0, 0
     while charged < budget:
@@ -100,11 +99,34 @@ def run_once(table: Table, space_name: str, algorithm: str, budget: int, seed: i
         if dedup and key in evaluated:
             continue
         evaluated.add(key)
+        charged_keys.append(key)
         if sign * value > best_search:
             best_search, best_report = sign * value, table.report[key]
         curve[charged] = best_report
         charged += 1
-    return curve, proposals
+    return curve, charged_keys
+
+
+def sample_std(values: np.ndarray) -> float:
+    """Standard deviation over runs (ddof=1, as the plot's confidence bands); 0 for one run."""
+    return float(values.std(ddof=1)) if len(values) > 1 else 0.0
+
+
+def write_synthetic_table(path: str, seed: int = 0, drop: int = 0) -> None:
+    """A NAS-Bench-201-shaped table with an additive landscape (a value per edge and op) plus
+    noise: `val` for searching, `test` for reporting. For tests and benchmarks; `drop` leaves out
+    the first cells to make an incomplete table."""
+    import random
+
+    from searchspace.ops import NASBENCH201_OPS
+
+    rng = random.Random(seed)
+    value = {(e, op): rng.gauss(0, 1) for e in range(6) for op in NASBENCH201_OPS}
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("arch,val,test\n")
+        for genotype in NasBench201Space().all_genotypes()[drop:]:
+            score = sum(value[(e, op)] for e, op in enumerate(genotype.ops))
+            f.write(f"{genotype},{score + rng.gauss(0, 0.3):.5f},{score + rng.gauss(0, 0.3):.5f}\n")
 
 
 def checkpoints(budget: int) -> list[int]:
@@ -127,7 +149,7 @@ def run_benchmark(table: Table, space_name: str, algorithms: Sequence[str], budg
     summary = {}
     for name, curve in curves.items():
         summary[name] = {
-            str(b): {"mean": float(curve[:, b - 1].mean()), "std": float(curve[:, b - 1].std(ddof=0))}
+            str(b): {"mean": float(curve[:, b - 1].mean()), "std": sample_std(curve[:, b - 1])}
             for b in checkpoints(budget)
         }
     return {"budget": budget, "runs": runs, "seed": seed, "dedup": dedup, "params": params,

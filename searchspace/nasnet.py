@@ -138,17 +138,23 @@ class NasNetGenotype:
 
     @classmethod
     def from_json(cls, data: Any) -> "NasNetGenotype":
+        """Parse `to_json()` output; a malformed document raises ValueError naming the field."""
         if not isinstance(data, dict):
             raise ValueError(f"a NASNet genotype is a JSON object, got {type(data).__name__}")
         cells = []
         for name in CELL_NAMES:
             cell = data.get(name)
-            if not isinstance(cell, dict) or "blocks" not in cell or "concat" not in cell:
-                raise ValueError(f"{name} cell: missing, or without 'blocks' and 'concat'")
+            if not isinstance(cell, dict):
+                raise ValueError(f"{name} cell: missing or not an object")
+            if not isinstance(cell.get("blocks"), list) or not isinstance(cell.get("concat"), list):
+                raise ValueError(f"{name} cell: needs a 'blocks' list and a 'concat' list")
             blocks = []
             for i, b in enumerate(cell["blocks"]):
-                if not isinstance(b, dict) or "inputs" not in b or "ops" not in b:
-                    raise ValueError(f"{name} cell, block {i}: needs 'inputs' and 'ops'")
+                if not isinstance(b, dict):
+                    raise ValueError(f"{name} cell, block {i}: not an object")
+                for field_name in ("inputs", "ops"):
+                    if not isinstance(b.get(field_name), list) or len(b[field_name]) != 2:
+                        raise ValueError(f"{name} cell, block {i}, {field_name}: needs a list of two")
                 blocks.append(Block(tuple(b["inputs"]), tuple(b["ops"])))
             cells.append(Cell(tuple(blocks), tuple(cell["concat"])))
         return cls(*cells)

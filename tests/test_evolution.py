@@ -2,6 +2,7 @@ import json
 import logging
 import os
 import random
+import shutil
 from collections import Counter, deque
 
 import pytest
@@ -245,3 +246,27 @@ def test_regularized_evolution_beats_random_search_on_a_synthetic_landscape():
     print(f"best fitness: RE {mean_re:.3f}, random {mean_random:.3f}")
     assert mean_re > mean_random + 0.15, (mean_re, mean_random)
     assert sum(r > q for r, q in zip(best["re"], best["random"])) == len(seeds)
+
+
+def test_resume_with_trials_in_flight_continues_exactly_like_the_live_run(tmp_path):
+    path = str(tmp_path / "j.jsonl")
+    live = RegularizedEvolution(SPACE, population_size=5, sample_size=2, seed=13, journal_path=path)
+    in_flight = []
+    for _ in range(40):  # asynchronous: three trials in flight at any time
+        in_flight.append(live.ask())
+        if len(in_flight) > 3:
+            done = in_flight.pop(0)
+            live.tell(done.trial_id, {"val_accuracy": hashed_fitness(done.genotype.key())})
+    copy = str(tmp_path / "copy.jsonl")
+    shutil.copy(path, copy)
+    resumed = resume(copy)
+    assert resumed.rng.getstate() == live.rng.getstate()
+    assert list(resumed.population) == list(live.population)
+    assert resumed.trials == live.trials and resumed.outcomes == live.outcomes
+    assert resumed.pending() == [t.trial_id for t in in_flight]
+
+    assert [resumed.ask() for _ in in_flight] == in_flight  # re-issued: same ids and genotypes
+    for algorithm in (live, resumed):
+        for trial in in_flight:
+            algorithm.tell(trial.trial_id, {"val_accuracy": hashed_fitness(trial.genotype.key())})
+    assert _proposals(resumed, 60) == _proposals(live, 60)

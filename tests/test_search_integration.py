@@ -53,7 +53,7 @@ def test_tiny_search_through_ray_tune_then_resume(tmp_path):
     # A different proxy in the same output dir is a config error, before any trial runs.
     result = amoeba("search", f"--output_dir={out}", "--max_trials=9", *TINY_SEARCH, "--epochs=2",
                     check=False)
-    assert result.returncode != 0 and "different proxy" in result.stderr
+    assert result.returncode != 0 and "proxy epochs: 1 before, 2 now" in result.stderr
     assert len(resume(os.path.join(out, "journal.jsonl")).trials) == 8
 
 

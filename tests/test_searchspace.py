@@ -200,3 +200,20 @@ def test_space_config_round_trip_and_validation():
         NasNetSpace(ops=("none", "warp_drive"))
     with pytest.raises(ValueError, match="space name"):
         space_from_config({"name": "darts"})
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda d: d["normal"]["blocks"][1].update(inputs=5), r"normal cell, block 1, inputs: needs a list of two"),
+        (lambda d: d["reduction"].update(blocks=3), r"reduction cell: needs a 'blocks' list"),
+        (lambda d: d["normal"].update(concat=None), r"normal cell: needs a 'blocks' list and a 'concat' list"),
+        (lambda d: d.pop("reduction"), r"reduction cell: missing"),
+        (lambda d: d["normal"]["blocks"][0].update(ops=["none"]), r"block 0, ops: needs a list of two"),
+    ],
+)
+def test_malformed_json_names_the_field(edit, message):
+    data = json.loads(json.dumps(AMOEBANET_D.to_json()))
+    edit(data)
+    with pytest.raises(ValueError, match=message):
+        NasNetGenotype.from_json(data)

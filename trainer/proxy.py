@@ -24,7 +24,7 @@ class ProxyConfig:
     momentum: float = 0.9
     bn_momentum: float = 0.9
     seed: int = 0
-    timeout_s: float = 0.0  # 0: no limit
+    timeout_s: float = 900.0  # a candidate still training after this fails; 0: no limit
     threads: int = 0  # TensorFlow intra/inter-op threads; 0: TensorFlow's default
 
     def __post_init__(self) -> None:

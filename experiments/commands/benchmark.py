@@ -62,9 +62,9 @@ def main(args: list[str]) -> None:
         return
     budgets = list(next(iter(result["summary"].values())))
     print(f"{FLAGS.report_metric} of the pick (mean +- std over {FLAGS.runs} runs), by evaluations:")
-    print(f"{'algorithm':<24}" + "".join(f"{b:>18}" for b in budgets))
+    print(f"{'algorithm':<24}" + "".join(f"{b:>20}" for b in budgets))
     for name, by_budget in result["summary"].items():
-        cells = "".join(f"{by_budget[b]['mean']:>10.4f} +-{by_budget[b]['std']:<6.4f}" for b in budgets)
+        cells = "".join(f"{by_budget[b]['mean']:>11.4f} +- {by_budget[b]['std']:<6.4f}" for b in budgets)
         print(f"{name:<24}{cells}")
     if FLAGS.plot:
         print(f"plot: {FLAGS.plot}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from absl import app, flags
 
-from experiments.search import SearchConfig, run_search, summary
+from experiments.search import SearchConfig, open_search, run_search, summary
 from trainer.proxy import ProxyConfig
 
 FLAGS = flags.FlagValues()
@@ -29,7 +29,7 @@ flags.DEFINE_float("learning_rate", _PROXY.learning_rate, "Proxy peak learning r
                    flag_values=FLAGS)
 flags.DEFINE_integer("num_blocks", _SEARCH.num_blocks, "B: blocks per cell.", flag_values=FLAGS)
 flags.DEFINE_integer("seed", _SEARCH.seed, "Seed of the search and of candidate training.", flag_values=FLAGS)
-flags.DEFINE_float("trial_timeout_s", 900.0, "A candidate still training after this fails (0: no limit).",
+flags.DEFINE_float("trial_timeout_s", _PROXY.timeout_s, "A candidate still training after this fails (0: no limit).",
                    flag_values=FLAGS)
 flags.DEFINE_float("cpus_per_trial", _SEARCH.cpus_per_trial, "CPUs per trial (0: CPUs / max_concurrent).",
                    flag_values=FLAGS)
@@ -64,7 +64,8 @@ def main(args: list[str]) -> None:
                 timeout_s=FLAGS.trial_timeout_s,
             ),
         )
-        algorithm = run_search(config)
+        algorithm = open_search(config)
     except ValueError as err:  # a config error: fail at once, before any trial
         raise app.UsageError(str(err)) from None
+    run_search(config, algorithm)
     print(summary(algorithm, config.output_dir))

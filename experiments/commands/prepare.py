@@ -1,5 +1,6 @@
 """amoeba prepare --train_csv=CSV --eval_csv=CSV --output_dir=DIR [--labels=labels.txt] [flags]
        amoeba prepare --fake_imagenet --output_dir=DIR [--num_train --num_eval --num_classes --image_size]
+       amoeba prepare --index_tfrecords=DIR --label_offset=1
 
 Converts your own images into sharded TFRecords (train-NNNNN-of-MMMMM, validation-NNNNN-of-MMMMM,
 metadata.json, labels.txt) for `amoeba train --data=DIR`. A CSV has one `path,label` row per image
@@ -9,6 +10,9 @@ sorted labels. Every row is checked before a shard is written: a bad row (missin
 file, unknown label, malformed line) fails the run with file:line: path: reason, unless
 --skip_bad_rows, which leaves it out and lists it in bad_rows.csv. Grey, CMYK and non-JPEG images
 are converted to RGB JPEG. --dry_run checks everything and writes nothing.
+
+--index_tfrecords=DIR writes metadata.json and labels.txt for TFRecords made elsewhere (e.g. ImageNet
+by tensorflow/tpu's imagenet_to_gcs, with --label_offset=1): one scan counts the images.
 
 --fake_imagenet writes a small ImageNet-format set of coloured-noise images (stored labels from
 --label_offset, 1 as in ImageNet) to try recipes without ImageNet.
@@ -38,7 +42,9 @@ flags.DEFINE_integer("num_eval", 256, "--fake_imagenet: evaluation images.", low
 flags.DEFINE_integer("num_classes", 10, "--fake_imagenet: classes.", lower_bound=1, **F)
 flags.DEFINE_integer("image_size", 64, "--fake_imagenet: typical image side (sides vary by +-25%).",
                      lower_bound=8, **F)
-flags.DEFINE_integer("label_offset", 1, "--fake_imagenet: stored label = class id + this.", lower_bound=0, **F)
+flags.DEFINE_integer("label_offset", 1, "--fake_imagenet, --index_tfrecords: stored label = class id + this.",
+                     lower_bound=0, **F)
+flags.DEFINE_string("index_tfrecords", None, "Write metadata.json for the TFRecords in this dir.", **F)
 flags.DEFINE_integer("seed", 0, "--fake_imagenet: random seed.", **F)
 
 _CSV_FLAGS = ("train_csv", "eval_csv", "labels", "skip_bad_rows", "dry_run", "num_workers")
@@ -76,9 +82,25 @@ def _convert() -> None:
     print(prepare(config).describe())
 
 
+def _index() -> None:
+    from trainer.index_records import index_tfrecords
+
+    others = [f for f in _given(_CSV_FLAGS + _FAKE_FLAGS + ("output_dir",)) if f != "--label_offset"]
+    if others:
+        raise app.UsageError(f"--index_tfrecords does not take {', '.join(others)}")
+    info = index_tfrecords(FLAGS.index_tfrecords, FLAGS.label_offset)
+    print(f"indexed {FLAGS.index_tfrecords}: {info.num_train_images} training and {info.num_eval_images} "
+          f"evaluation images, {info.num_classes} classes, label_offset {info.label_offset}")
+
+
 def main(args: list[str]) -> None:
     if args:
         raise app.UsageError(f"prepare takes no positional arguments, got {args}")
+    if FLAGS.index_tfrecords:
+        try:
+            return _index()
+        except (ValueError, FileNotFoundError) as err:
+            raise app.UsageError(str(err)) from None
     if not FLAGS.output_dir and not (FLAGS.dry_run and not FLAGS.fake_imagenet):
         raise app.UsageError("prepare needs --output_dir")
     try:

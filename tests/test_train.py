@@ -2,6 +2,7 @@
 
 import glob
 import json
+import math
 import os
 import signal
 import subprocess
@@ -103,3 +104,24 @@ def test_a_tiny_overfit_model_predicts_its_training_images(cifar_mini, tmp_path)
     out = json.loads(amoeba("predict", f"--model={export_dir}", "--format=json", *images).stdout)
     predicted = [o["predictions"][0]["label"] for o in out]
     assert predicted == [r.split(",")[1] for r in picked]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("precision", ["mixed_float16", "bfloat16"])
+def test_nasnet_recipe_paths_train_in_reduced_precision(precision, tmp_path):
+    """AmoebaNet-D's recipe features together: aux head, drop path, RMSProp with warm-up and
+    exponential decay, weight decay, label smoothing, a reduced precision; on fake ImageNet."""
+    data, model_dir = str(tmp_path / "fake"), str(tmp_path / "m")
+    amoeba("prepare", "--fake_imagenet", f"--output_dir={data}", "--num_train=64", "--num_eval=16",
+           "--num_classes=3", "--image_size=32")
+    result = amoeba("train", "--model=amoebanet_d", "--num_cells=3", "--reduction_size=8", "--image_size=32",
+                    "--train_batch_size=16", "--eval_batch_size=16", "--train_steps=6", "--iterations_per_loop=3",
+                    "--optimizer=rmsprop", "--lr=0.05", "--lr_warmup_epochs=0.5", "--lr_decay_value=0.9",
+                    "--lr_decay_epochs=1", "--aux_weight=0.4", "--drop_path_keep_prob=0.7",
+                    "--weight_decay=4e-5", "--label_smoothing=0.1", f"--precision={precision}",
+                    f"--data={data}", f"--model_dir={model_dir}")
+    assert "step 6/6" in result.stdout and "final eval" in result.stdout
+    saved = json.load(open(os.path.join(model_dir, "train_config.json")))
+    assert saved["precision"] == precision and saved["params"] > 0 and saved["multiply_adds"] > 0
+    evaluation = json.load(open(os.path.join(model_dir, "eval_results.json")))
+    assert evaluation["num_examples"] == 16 and all(map(math.isfinite, evaluation.values()))

@@ -33,6 +33,8 @@ def test_cosine_and_constant():
     s = WarmupDecay(1.0, steps_per_epoch=10, total_steps=100, kind="cosine")
     assert lr(s, 0) == pytest.approx(1.0) and lr(s, 50) == pytest.approx(0.5) and lr(s, 100) == pytest.approx(0.0, abs=1e-7)
     assert lr(WarmupDecay(0.3, 10, 100, kind="constant"), 77) == pytest.approx(0.3)
+    warm = WarmupDecay(1.0, steps_per_epoch=10, total_steps=110, kind="cosine", warmup_epochs=1)
+    assert lr(warm, 10) == pytest.approx(1.0) and lr(warm, 60) == pytest.approx(0.5)  # cosine after warm-up
     assert math.isfinite(lr(s, 1000))
 
 

@@ -36,6 +36,15 @@ def cifar_mini(shared_dir, tmp_path_factory):
     return src, out
 
 
+def summary_steps(folder, tag):
+    steps = []
+    for path in sorted(glob.glob(os.path.join(folder, "events.out.tfevents.*"))):
+        for record in tf.data.TFRecordDataset(path):
+            event = tf.compat.v1.Event.FromString(record.numpy())
+            steps += [event.step for v in event.summary.value if v.tag == tag]
+    return sorted(steps)
+
+
 def summary_tags(folder):
     tags = set()
     for path in glob.glob(os.path.join(folder, "events.out.tfevents.*")):
@@ -73,6 +82,7 @@ def test_train_kill_resume_evaluate_export_predict(cifar_mini, tmp_path):
     assert evaluation["top5"] >= evaluation["top1"] >= 0
     assert {"loss", "top1", "top5", "learning_rate", "images_per_sec"} <= summary_tags(os.path.join(model_dir, "train"))
     assert {"loss", "top1", "top5"} <= summary_tags(os.path.join(model_dir, "eval"))
+    assert summary_steps(os.path.join(model_dir, "eval"), "top1") == [30, 60]  # every --steps_per_eval
 
     # Evaluate again from the model_dir alone: the same figures.
     again = json.loads(amoeba("evaluate", f"--model_dir={model_dir}").stdout.strip().splitlines()[-1])
@@ -105,6 +115,15 @@ def test_a_tiny_overfit_model_predicts_its_training_images(cifar_mini, tmp_path)
     predicted = [o["predictions"][0]["label"] for o in out]
     assert predicted == [r.split(",")[1] for r in picked]
 
+    # The same model_dir on data with other labels, or with a shifted label offset: refused at once.
+    _, cifar = cifar_mini
+    result = amoeba("train", "--model=resnet18", "--image_size=32", "--train_steps=90", f"--data={cifar}",
+                    f"--model_dir={model_dir}", check=False)
+    assert result.returncode == 1 and "was trained with ['airplane', 'frog']" in result.stderr
+    result = amoeba("train", "--model=resnet18", "--image_size=32", "--train_steps=90", f"--data={data}",
+                    f"--model_dir={model_dir}", "--label_offset=1", check=False)
+    assert result.returncode == 1 and "records label_offset 0" in result.stderr
+
 
 @pytest.mark.integration
 @pytest.mark.parametrize("precision", ["mixed_float16", "bfloat16"])
@@ -125,3 +144,4 @@ def test_nasnet_recipe_paths_train_in_reduced_precision(precision, tmp_path):
     assert saved["precision"] == precision and saved["params"] > 0 and saved["multiply_adds"] > 0
     evaluation = json.load(open(os.path.join(model_dir, "eval_results.json")))
     assert evaluation["num_examples"] == 16 and all(map(math.isfinite, evaluation.values()))
+    assert evaluation["step"] == 6  # applied updates: a step skipped by the loss scale does not count

@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from trainer import storage
+from trainer.models import split_outputs
 from trainer.records import preprocess_for_eval
 
 
@@ -22,8 +23,7 @@ def export_model(model: keras.Model, export_dir: str, image_size: int, labels: S
     class_names = tf.constant(list(labels))
 
     def classify(images):
-        outputs = model(images, training=False)
-        logits = outputs[0] if isinstance(outputs, (list, tuple)) else outputs
+        logits, _ = split_outputs(model(images, training=False))
         probabilities = tf.nn.softmax(tf.cast(logits, tf.float32))
         classes = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
         return {"probabilities": probabilities, "classes": classes,
@@ -45,13 +45,13 @@ def export_model(model: keras.Model, export_dir: str, image_size: int, labels: S
     storage.write_text(storage.join(export_dir, "labels.txt"), "\n".join(labels) + "\n")
 
 
-def as_jpeg(data: bytes, name: str) -> bytes:
-    """Any image TensorFlow decodes (JPEG, PNG, GIF, BMP; grey or RGBA) as RGB JPEG bytes."""
+def check_image(data: bytes, name: str) -> bytes:
+    """The bytes as they are, once TensorFlow has decoded them (the serving signature does too)."""
     try:
-        image = tf.io.decode_image(data, channels=3, expand_animations=False)
+        tf.io.decode_image(data, channels=3, expand_animations=False)
     except (tf.errors.InvalidArgumentError, ValueError) as err:
         raise ValueError(f"{name}: not a decodable image ({str(err).splitlines()[0]})") from None
-    return tf.io.encode_jpeg(image, quality=95).numpy()
+    return data
 
 
 def predict(export_dir: str, image_paths: Sequence[str], top_k: int = 5) -> list[dict]:
@@ -63,7 +63,7 @@ def predict(export_dir: str, image_paths: Sequence[str], top_k: int = 5) -> list
         if not tf.io.gfile.exists(path):
             raise ValueError(f"{path}: no such image")
         with tf.io.gfile.GFile(path, "rb") as f:
-            images.append(as_jpeg(f.read(), path))
+            images.append(check_image(f.read(), path))
     outputs = loaded.signatures["serving_default"](image_bytes=tf.constant(images))
     probabilities = outputs["probabilities"].numpy()
     results = []

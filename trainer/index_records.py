@@ -8,12 +8,12 @@ must run 0..K-1. Must not convert images or build models.
 from __future__ import annotations
 
 import os
-from collections import Counter
 
 import tensorflow as tf
 
 from trainer import storage
-from trainer.records import EVAL_PREFIX, LABELS_FILE, METADATA_FILE, TRAIN_PREFIX, DataInfo, build_metadata
+from trainer.records import (EVAL_PREFIX, LABELS_FILE, METADATA_FILE, TRAIN_PREFIX, DataInfo, build_metadata,
+                             read_metadata)
 
 _FEATURES = {
     "image/class/label": tf.io.FixedLenFeature([], tf.int64),
@@ -30,7 +30,7 @@ def _scan(path: str, label_offset: int, texts: dict[int, str]) -> int:
         ids = batch["image/class/label"].numpy() - label_offset
         if ids.size and ids.min() < 0:
             raise ValueError(f"{path}: stored label {ids.min() + label_offset} is below label_offset {label_offset}")
-        for class_id, text in Counter(zip(ids.tolist(), batch["image/class/text"].numpy().tolist())):
+        for class_id, text in set(zip(ids.tolist(), batch["image/class/text"].numpy().tolist())):
             texts.setdefault(class_id, text.decode("utf-8"))
         count += len(ids)
     return count
@@ -38,8 +38,6 @@ def _scan(path: str, label_offset: int, texts: dict[int, str]) -> int:
 
 def index_tfrecords(data_dir: str, label_offset: int) -> DataInfo:
     """Count the shards of `data_dir` and write its metadata.json and labels.txt."""
-    from trainer.records import read_metadata
-
     metadata = storage.join(data_dir, METADATA_FILE)
     if storage.exists(metadata):
         raise ValueError(f"{metadata} exists already: the data is indexed")
@@ -50,6 +48,8 @@ def index_tfrecords(data_dir: str, label_offset: int) -> DataInfo:
             raise FileNotFoundError(f"{data_dir}: no {prefix}-* TFRecord shards")
         shards[prefix] = [_scan(p, label_offset, texts) for p in paths]
         files[prefix] = [os.path.basename(p) for p in paths]
+    if not texts:
+        raise ValueError(f"{data_dir}: the shards hold no images")
     num_classes = max(texts) + 1
     missing = sorted(set(range(num_classes)) - set(texts))
     if missing:

@@ -82,3 +82,10 @@ def model_report(model: keras.Model) -> dict[str, int]:
         model = keras.Model(model.inputs, model.outputs[0])
     params = sum(math.prod(w.shape) for w in model.trainable_weights)
     return {"params": int(params), "multiply_adds": count_multiply_adds(model)}
+
+
+def split_outputs(outputs):
+    """(logits, aux_logits or None) from a model built here."""
+    if isinstance(outputs, (list, tuple)):
+        return outputs[0], outputs[1]
+    return outputs, None

@@ -38,7 +38,8 @@ STEMS = ("cifar", "imagenet")
 IMAGENET_STEM_FILTERS = 32
 IMAGENET_STEM_CELLS = 2
 AUX_FILTERS = (128, 768)
-BN_EPSILON = 1e-3
+BN_EPSILON = 1e-5  # tensorflow/tpu amoeba_net.py: batch_norm_epsilon 1e-5, decay 0.9
+BN_MOMENTUM = 0.9
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,6 @@ class _Builder:
     def __init__(self, genotype: NasNetGenotype, config: NasNetConfig) -> None:
         self.genotype = genotype
         self.config = config
-        self.total_cells = len(cell_layout(config))
         keep = config.drop_path_keep_prob
         self.progress = new_progress_variable() if keep < 1.0 else None
 
@@ -159,7 +159,7 @@ class _Builder:
 
     @staticmethod
     def bn(x, name: str):
-        return layers.BatchNormalization(epsilon=BN_EPSILON, name=f"{name}_bn")(x)
+        return layers.BatchNormalization(momentum=BN_MOMENTUM, epsilon=BN_EPSILON, name=f"{name}_bn")(x)
 
     @staticmethod
     def conv(x, filters: int, kernel, strides=1, name: str = "", padding: str = "same"):
@@ -181,7 +181,7 @@ class _Builder:
         return self.bn(layers.Concatenate(name=f"{name}_concat")([a, b]), f"{name}_final")
 
     # ---- ops -----------------------------------------------------------------------------
-    def apply_op(self, op: str, x, filters: int, strides: int, name: str, cell_index: int):
+    def apply_op(self, op: str, x, filters: int, strides: int, name: str):
         """One op of the registry; the output has `filters` channels."""
         in_filters = x.shape[-1]
         if op in ("none", "conv_1x1"):
@@ -215,8 +215,8 @@ class _Builder:
         else:
             raise ValueError(f"op {op!r} has no builder")
         if op != "none" and self.progress is not None:
-            keep = 1.0 - (cell_index + 1) / self.total_cells * (1.0 - self.config.drop_path_keep_prob)
-            x = ScheduledDropPath(keep, self.progress, name=f"{name}_drop_path")(x)
+            # tpu's default drop_connect_version "v1": the same target in every cell, ramped over training
+            x = ScheduledDropPath(self.config.drop_path_keep_prob, self.progress, name=f"{name}_drop_path")(x)
         return x
 
     def bottlenecked_conv(self, op: str, x, filters: int, strides: int, name: str):
@@ -240,7 +240,7 @@ class _Builder:
         return x
 
     # ---- cells ---------------------------------------------------------------------------
-    def cell(self, cell: Cell, prev, prev_prev, filters: int, strides: int, cell_index: int, name: str):
+    def cell(self, cell: Cell, prev, prev_prev, filters: int, strides: int, name: str):
         """One cell: h0 from `prev` (the previous cell), h1 from `prev_prev` (None: use `prev`)."""
         h1 = prev if prev_prev is None else prev_prev
         if h1.shape[1] != prev.shape[1]:
@@ -251,8 +251,7 @@ class _Builder:
         states = [h0, h1]
         for b, block in enumerate(cell.blocks):
             branches = [
-                self.apply_op(op, states[h], filters, strides if h < 2 else 1, f"{name}_b{b}{side}_{op}",
-                              cell_index)
+                self.apply_op(op, states[h], filters, strides if h < 2 else 1, f"{name}_b{b}{side}_{op}")
                 for side, h, op in zip("lr", block.inputs, block.ops)
             ]
             states.append(layers.Add(name=f"{name}_b{b}_add")(branches))
@@ -293,25 +292,22 @@ class _Builder:
             outputs = [None, net]
             for i in range(IMAGENET_STEM_CELLS):
                 scaling = 2.0 ** (i - IMAGENET_STEM_CELLS)
-                net = self.cell(genotype.reduction, net, outputs[-2], int(config.filters * scaling), 2, i,
+                net = self.cell(genotype.reduction, net, outputs[-2], int(config.filters * scaling), 2,
                                 f"stem_cell{i}")
                 outputs.append(net)
         aux_after = reduction_indices(config.num_cells)[1] - 1
-        cell_index = IMAGENET_STEM_CELLS if config.stem == "imagenet" else 0
         scaling, reductions, aux_logits = 1.0, 0, None
         for i in range(config.num_cells):
             if i in reduction_indices(config.num_cells):
                 scaling *= 2
                 net = self.cell(genotype.reduction, net, outputs[-2], int(config.filters * scaling), 2,
-                                cell_index, f"reduction_cell{reductions}")
+                                f"reduction_cell{reductions}")
                 outputs.append(net)
-                cell_index, reductions = cell_index + 1, reductions + 1
-            net = self.cell(genotype.normal, net, outputs[-2], int(config.filters * scaling), 1, cell_index,
-                            f"cell{i}")
+                reductions += 1
+            net = self.cell(genotype.normal, net, outputs[-2], int(config.filters * scaling), 1, f"cell{i}")
             if config.aux_head and i == aux_after:
                 aux_logits = self.aux_head(net, num_classes)
             outputs.append(net)
-            cell_index += 1
         x = self.relu(net, "final")
         x = layers.GlobalAveragePooling2D(name="final_pool")(x)
         if config.dropout > 0:

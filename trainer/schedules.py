@@ -52,8 +52,9 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
         elif self.kind == "piecewise":
             passed = tf.add_n([tf.cast(epoch >= b, tf.float32) for b in self.decay_epochs] or [0.0])
             decayed = self.base_lr * tf.pow(self.decay_value, passed)
-        elif self.kind == "cosine":
-            progress = tf.clip_by_value(step / max(self.total_steps, 1), 0.0, 1.0)
+        elif self.kind == "cosine":  # from the end of the warm-up to the last step
+            span = max(self.total_steps - self.warmup_steps, 1.0)
+            progress = tf.clip_by_value((step - self.warmup_steps) / span, 0.0, 1.0)
             decayed = self.base_lr * 0.5 * (1.0 + tf.cos(math.pi * progress))
         else:
             decayed = tf.constant(self.base_lr)

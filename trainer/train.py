@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from searchspace import NasNetGenotype
 from trainer import storage
-from trainer.models import ModelSpec, build_model, model_report
+from trainer.models import ModelSpec, build_model, model_report, split_outputs
 from trainer.nasnet import set_training_progress
 from trainer.records import DataInfo, eval_dataset, read_metadata, train_dataset
 from trainer.schedules import OPTIMIZERS, SCHEDULES, WarmupDecay, make_optimizer
@@ -111,19 +111,18 @@ def total_steps(config: TrainConfig, info: DataInfo) -> int:
     return math.ceil(config.num_epochs * info.num_train_images / config.train_batch_size)
 
 
-def _split_outputs(outputs):
-    if isinstance(outputs, (list, tuple)):
-        return outputs[0], outputs[1]
-    return outputs, None
-
-
 class Trainer:
     """Builds the model, optimizer and checkpoint under the strategy; runs training and eval."""
 
     def __init__(self, config: TrainConfig) -> None:
         self.config = config
         self.info = read_metadata(config.data)
-        self.label_offset = self.info.label_offset if config.label_offset is None else config.label_offset
+        if config.label_offset is not None and config.label_offset != self.info.label_offset:
+            raise ValueError(
+                f"--label_offset={config.label_offset}, but {config.data} records label_offset "
+                f"{self.info.label_offset}: it would shift every label (re-index the data with "
+                "`amoeba prepare --index_tfrecords`)")
+        self.label_offset = self.info.label_offset
         self.total_steps = total_steps(config, self.info)
         self.strategy = make_strategy(config.tpu)
         replicas = self.strategy.num_replicas_in_sync
@@ -148,6 +147,8 @@ class Trainer:
             self.checkpoint, storage.join(config.model_dir, "checkpoints"), max_to_keep=3
         )
         self.decayed = [v for v in self.model.trainable_variables if len(v.shape) > 1]
+        self._eval_data = None
+        self._restored: str | None = None
 
     # --- steps ---------------------------------------------------------------------------------
 
@@ -161,15 +162,16 @@ class Trainer:
     def _train_step(self, images, labels):
         replicas = self.strategy.num_replicas_in_sync
         with tf.GradientTape() as tape:
-            logits, aux_logits = _split_outputs(self.model(images, training=True))
+            logits, aux_logits = split_outputs(self.model(images, training=True))
             per_example = self._per_example_loss(labels, logits)
+            total = per_example
             if aux_logits is not None:
-                per_example += self.config.aux_weight * self._per_example_loss(labels, aux_logits)
-            loss = tf.nn.compute_average_loss(per_example, global_batch_size=self.config.train_batch_size)
+                total = per_example + self.config.aux_weight * self._per_example_loss(labels, aux_logits)
+            loss = tf.nn.compute_average_loss(total, global_batch_size=self.config.train_batch_size)
             if self.config.weight_decay > 0:
                 l2 = tf.add_n([tf.nn.l2_loss(tf.cast(v, tf.float32)) for v in self.decayed])
                 loss += self.config.weight_decay * l2 / replicas
-            scaled = self.optimizer.scale_loss(loss) if hasattr(self.optimizer, "scale_loss") else loss
+            scaled = self.optimizer.scale_loss(loss)  # the loss scale of mixed_float16, else 1
         variables = self.model.trainable_variables
         self.optimizer.apply_gradients(zip(tape.gradient(scaled, variables), variables))
         return self._sums(labels, logits, per_example, tf.ones_like(per_example))
@@ -182,7 +184,7 @@ class Trainer:
                          tf.reduce_sum(top5 * weights), tf.reduce_sum(weights)])
 
     def _eval_step(self, images, labels, weights):
-        logits, _ = _split_outputs(self.model(images, training=False))
+        logits, _ = split_outputs(self.model(images, training=False))
         return self._sums(labels, logits, self._per_example_loss(labels, logits), weights)
 
     def _compile(self):
@@ -206,20 +208,39 @@ class Trainer:
 
     def evaluate(self, eval_batch=None) -> dict[str, float]:
         eval_batch = eval_batch or self._compile()[1]
-        data = eval_dataset(self.config.data, self.config.eval_batch_size, self.config.image_size,
-                            label_offset=self.label_offset, cache=self.config.cache)
+        if self._eval_data is None:  # built once, so --cache keeps the decoded images
+            data = eval_dataset(self.config.data, self.config.eval_batch_size, self.config.image_size,
+                                label_offset=self.label_offset, cache=self.config.cache)
+            self._eval_data = self.strategy.experimental_distribute_dataset(data)
         totals = tf.zeros(4)
-        for batch in self.strategy.experimental_distribute_dataset(data):
+        for batch in self._eval_data:
             totals += eval_batch(batch)
         loss, top1, top5, n = (float(t) for t in totals)
         return {"step": int(self.optimizer.iterations), "loss": loss / n, "top1": top1 / n,
                 "top5": top5 / n, "num_examples": int(n)}
 
     def restore(self) -> str | None:
-        """Load the latest checkpoint of model_dir, if any; returns its path."""
+        """Load the latest checkpoint of model_dir, if any; returns its path.
+
+        Raises ValueError when the checkpoint is of another model, or was trained with other labels.
+        """
         latest = self.manager.latest_checkpoint
-        if latest:
+        if not latest or latest == self._restored:
+            return latest
+        saved_path = storage.join(self.config.model_dir, "train_config.json")
+        if storage.exists(saved_path):
+            saved = storage.read_json(saved_path).get("labels")
+            if saved is not None and list(saved) != list(self.info.labels):
+                raise ValueError(
+                    f"{self.config.data} has labels {list(self.info.labels)[:5]}..., but {self.config.model_dir} "
+                    f"was trained with {saved[:5]}...: prepare the new data with "
+                    f"--labels={storage.join(self.config.model_dir, 'labels.txt')}, or use a new --model_dir")
+        try:
             self.checkpoint.restore(latest).assert_existing_objects_matched()
+        except (AssertionError, ValueError, tf.errors.InvalidArgumentError) as err:
+            raise ValueError(f"{latest} does not fit this model and optimizer (another --model, "
+                             f"size or precision?); use a new --model_dir ({str(err).splitlines()[0]})") from None
+        self._restored = latest
         return latest
 
     def train(self) -> dict[str, Any]:
@@ -231,14 +252,16 @@ class Trainer:
         storage.write_json(storage.join(config.model_dir, "train_config.json"),
                            {**config.to_json(), "total_steps": self.total_steps,
                             "labels": list(self.info.labels), **model_report(self.model)})
+        storage.write_text(storage.join(config.model_dir, "labels.txt"), "\n".join(self.info.labels) + "\n")
         train_loop, eval_batch = self._compile()
+        step = int(self.optimizer.iterations)
+        # A resumed run draws new batches: the data order is seeded by the step it resumes at.
         data = train_dataset(config.data, config.train_batch_size, config.image_size,
-                             label_offset=self.label_offset, seed=config.seed, cache=config.cache)
+                             label_offset=self.label_offset, seed=config.seed + step, cache=config.cache)
         iterator = iter(self.strategy.experimental_distribute_dataset(data))
         train_writer = tf.summary.create_file_writer(storage.join(config.model_dir, "train"))
         eval_writer = tf.summary.create_file_writer(storage.join(config.model_dir, "eval"))
         save_every = config.save_checkpoints_steps or config.iterations_per_loop
-        step = int(self.optimizer.iterations)
         result: dict[str, Any] = {}
         while step < self.total_steps:
             boundaries = [self.total_steps, _next_multiple(step, config.iterations_per_loop),
@@ -250,7 +273,7 @@ class Trainer:
             t0 = time.perf_counter()
             loss, top1, top5, n = (float(t) for t in train_loop(iterator, tf.constant(steps)))
             seconds = time.perf_counter() - t0
-            step += steps
+            step = int(self.optimizer.iterations)  # a skipped mixed_float16 step is not a step
             with train_writer.as_default(step=step):
                 tf.summary.scalar("loss", loss / n)
                 tf.summary.scalar("top1", top1 / n)

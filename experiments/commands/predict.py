@@ -12,7 +12,7 @@ from absl import app, flags
 
 FLAGS = flags.FlagValues()
 flags.DEFINE_string("model", None, "Exported SavedModel dir.", flag_values=FLAGS)
-flags.DEFINE_integer("top_k", 5, "Labels shown per image.", flag_values=FLAGS)
+flags.DEFINE_integer("top_k", 5, "Labels shown per image.", lower_bound=1, flag_values=FLAGS)
 flags.DEFINE_enum("format", "text", ["text", "json"], "Output format.", flag_values=FLAGS)
 
 

@@ -89,6 +89,7 @@ def main(args: list[str]) -> None:
 
     try:
         trainer = Trainer(config)
+        trainer.restore()  # a checkpoint of another model, or other labels, fails here, at once
     except (ValueError, FileNotFoundError) as err:
         raise app.UsageError(str(err)) from None
     result = trainer.train()

@@ -4,10 +4,24 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
+import sys
 
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The `amoeba` command in a fresh process (subcommand flags are per-process state).
+AMOEBA = [sys.executable, "-c", "from experiments.cli import run; run()"]
+QUIET_TF = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+
+
+def amoeba(*args: str, check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess:
+    """Run `amoeba ARGS...`; with `check`, a non-zero exit fails the test with its output."""
+    result = subprocess.run(AMOEBA + list(args), capture_output=True, text=True, timeout=timeout,
+                            env=QUIET_TF, cwd=REPO)
+    if check and result.returncode != 0:
+        raise AssertionError(f"amoeba {args} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return result
 
 
 def hashed_fitness(key: str) -> float:

@@ -2,17 +2,15 @@
 
 import json
 import os
-import subprocess
-import sys
 
 from searchspace.references import AMOEBANET_D
 from tests.conftest import REPO
+from tests.conftest import amoeba as run_amoeba
 
-AMOEBA = [sys.executable, "-c", "from experiments.cli import run; run()"]
 
 
 def amoeba(*args):
-    return subprocess.run(AMOEBA + list(args), capture_output=True, text=True, timeout=120, cwd=REPO)
+    return run_amoeba(*args, check=False, timeout=120)
 
 
 def test_show_a_reference_by_name():

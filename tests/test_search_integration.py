@@ -4,7 +4,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import pandas as pd
@@ -12,18 +11,10 @@ import pytest
 
 from evolution import resume
 from searchspace import NasNetGenotype
+from tests.conftest import AMOEBA, QUIET_TF, amoeba
 
-AMOEBA = [sys.executable, "-c", "from experiments.cli import run; run()"]
 TINY_SEARCH = ["--max_concurrent=2", "--population_size=3", "--sample_size=2", "--epochs=1",
                "--filters=4", "--num_blocks=2", "--batch_size=64"]
-
-
-def amoeba(*args, check=True):
-    result = subprocess.run(AMOEBA + list(args), capture_output=True, text=True, timeout=600,
-                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-    if check and result.returncode != 0:
-        raise AssertionError(f"amoeba {args} failed:\n{result.stdout}\n{result.stderr[-4000:]}")
-    return result
 
 
 @pytest.mark.integration
@@ -81,7 +72,8 @@ def test_sigkilled_search_resumes_and_reissues_in_flight_trials(tmp_path):
     out = str(tmp_path / "killed")
     journal = os.path.join(out, "journal.jsonl")
     proc = subprocess.Popen(AMOEBA + ["search", f"--output_dir={out}", "--max_trials=4", *TINY_SEARCH],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                            env=QUIET_TF)
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:
         if os.path.exists(journal) and '"event":"tell"' in open(journal).read():

@@ -1,8 +1,6 @@
 """`amoeba benchmark` on a synthetic NAS-Bench-201 table generated here."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -10,9 +8,8 @@ import pytest
 from evolution import RandomSearch
 from experiments.tabular import load_table, run_benchmark, run_once, write_synthetic_table
 from searchspace import NasBench201Space
-from tests.conftest import REPO
+from tests.conftest import amoeba
 
-AMOEBA = [sys.executable, "-c", "from experiments.cli import run; run()"]
 
 
 def write_table(path, drop=0, extra_rows=()):
@@ -99,11 +96,8 @@ def test_non_numeric_metric_and_missing_column(tmp_path):
 
 def test_command_prints_json_and_writes_a_plot(table_path, tmp_path):
     plot = tmp_path / "curve.png"
-    result = subprocess.run(AMOEBA + ["benchmark", f"--table={table_path}", "--search_metric=val",
-                                      "--report_metric=test", "--budget=30", "--runs=5",
-                                      f"--plot={plot}", "--format=json"],
-                            capture_output=True, text=True, cwd=REPO, timeout=300)
-    assert result.returncode == 0, result.stderr
+    result = amoeba("benchmark", f"--table={table_path}", "--search_metric=val", "--report_metric=test",
+                    "--budget=30", "--runs=5", f"--plot={plot}", "--format=json")
     figures = json.loads(result.stdout.strip().splitlines()[-1])
     assert set(figures["summary"]) == {"regularized_evolution", "random"}
     assert figures["summary"]["random"]["30"]["std"] >= 0
@@ -112,7 +106,6 @@ def test_command_prints_json_and_writes_a_plot(table_path, tmp_path):
 
 def test_command_reports_a_bad_table(tmp_path):
     path = write_table(tmp_path / "short.csv", drop=3)
-    result = subprocess.run(AMOEBA + ["benchmark", f"--table={path}", "--search_metric=val",
-                                      "--report_metric=test", "--plot="],
-                            capture_output=True, text=True, cwd=REPO, timeout=300)
+    result = amoeba("benchmark", f"--table={path}", "--search_metric=val", "--report_metric=test", "--plot=",
+                    check=False)
     assert result.returncode == 1 and "does not cover" in result.stderr

@@ -6,25 +6,15 @@ import math
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 import tensorflow as tf
 
-from tests.conftest import REPO
+from tests.conftest import AMOEBA, QUIET_TF, REPO, amoeba
 
-AMOEBA = [sys.executable, "-c", "from experiments.cli import run; run()"]
-ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
 TRAIN = ["--model=resnet18", "--image_size=32", "--train_batch_size=32", "--eval_batch_size=64",
          "--optimizer=momentum", "--lr=0.05", "--lr_schedule=cosine", "--iterations_per_loop=5"]
-
-
-def amoeba(*args, check=True):
-    result = subprocess.run(AMOEBA + list(args), capture_output=True, text=True, timeout=900, env=ENV, cwd=REPO)
-    if check and result.returncode != 0:
-        raise AssertionError(f"amoeba {args} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
-    return result
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +50,8 @@ def test_train_kill_resume_evaluate_export_predict(cifar_mini, tmp_path):
     model_dir, export_dir = str(tmp_path / "model"), str(tmp_path / "export")
     args = ["train", *TRAIN, f"--data={data}", f"--model_dir={model_dir}", "--train_steps=60",
             "--steps_per_eval=30", "--save_checkpoints_steps=5"]
-    proc = subprocess.Popen(AMOEBA + args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV, cwd=REPO)
+    proc = subprocess.Popen(AMOEBA + args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=QUIET_TF,
+                            cwd=REPO)
     index = os.path.join(model_dir, "checkpoints", "checkpoint")
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:

@@ -55,7 +55,8 @@ class TrainConfig:
     label_smoothing: float = 0.0
     precision: str = "float32"
     iterations_per_loop: int = 100
-    save_checkpoints_steps: int = 0  # 0: after every loop of iterations_per_loop steps
+    save_checkpoints_steps: int = 0  # checkpoint every N steps; 0: by time, below
+    save_checkpoints_secs: float = 600.0  # with save_checkpoints_steps 0: at the first loop end after this
     tpu: str | None = None
     dropout: float = 0.0
     drop_path_keep_prob: float = 1.0
@@ -261,13 +262,12 @@ class Trainer:
         iterator = iter(self.strategy.experimental_distribute_dataset(data))
         train_writer = tf.summary.create_file_writer(storage.join(config.model_dir, "train"))
         eval_writer = tf.summary.create_file_writer(storage.join(config.model_dir, "eval"))
-        save_every = config.save_checkpoints_steps or config.iterations_per_loop
+        every_steps = config.save_checkpoints_steps
+        last_save = time.monotonic()
         result: dict[str, Any] = {}
         while step < self.total_steps:
-            boundaries = [self.total_steps, _next_multiple(step, config.iterations_per_loop),
-                          _next_multiple(step, save_every)]
-            if config.steps_per_eval:
-                boundaries.append(_next_multiple(step, config.steps_per_eval))
+            boundaries = [self.total_steps, _next_multiple(step, config.iterations_per_loop)]
+            boundaries += [_next_multiple(step, n) for n in (every_steps, config.steps_per_eval) if n]
             steps = min(boundaries) - step
             set_training_progress(self.model, step / self.total_steps)
             t0 = time.perf_counter()
@@ -282,9 +282,12 @@ class Trainer:
                 tf.summary.scalar("images_per_sec", n / seconds)
             print(f"step {step}/{self.total_steps}: loss {loss / n:.4f} top1 {top1 / n:.4f} "
                   f"({n / seconds:.1f} images/s)", flush=True)
-            if step % save_every == 0 or step == self.total_steps:
+            at_eval = bool(config.steps_per_eval and step % config.steps_per_eval == 0) or step == self.total_steps
+            due = step % every_steps == 0 if every_steps else time.monotonic() - last_save >= config.save_checkpoints_secs
+            if due or at_eval:  # a checkpoint costs real time (resnet18: 0.23 s), so not every loop
                 self.manager.save(checkpoint_number=step)
-            if (config.steps_per_eval and step % config.steps_per_eval == 0) or step == self.total_steps:
+                last_save = time.monotonic()
+            if at_eval:
                 result = self.evaluate(eval_batch)
                 with eval_writer.as_default(step=step):
                     for name in ("loss", "top1", "top5"):

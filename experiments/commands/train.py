@@ -36,7 +36,9 @@ flags.DEFINE_float("weight_decay", 0.0, "L2 weight decay (not on BN or biases)."
 flags.DEFINE_float("label_smoothing", 0.0, "Label smoothing.", **F)
 flags.DEFINE_enum("precision", "float32", ["float32", "bfloat16", "mixed_float16"], "Compute precision.", **F)
 flags.DEFINE_integer("iterations_per_loop", 100, "Steps per tf.function call (steps_per_execution).", **F)
-flags.DEFINE_integer("save_checkpoints_steps", 0, "Checkpoint every N steps (0: every loop).", **F)
+flags.DEFINE_integer("save_checkpoints_steps", 0, "Checkpoint every N steps (0: every save_checkpoints_secs).", **F)
+flags.DEFINE_float("save_checkpoints_secs", 600.0, "With save_checkpoints_steps 0: checkpoint at the first loop end "
+                   "this long after the last (and always at evaluations and the end).", **F)
 flags.DEFINE_string("tpu", None, "TPU name: train with TPUStrategy.", **F)
 flags.DEFINE_float("dropout", 0.0, "Dropout before the classifier.", **F)
 flags.DEFINE_float("drop_path_keep_prob", 1.0, "NASNet family: ScheduledDropPath final keep probability.", **F)
@@ -73,6 +75,7 @@ def config_from_flags():
             lr_warmup_epochs=FLAGS.lr_warmup_epochs, optimizer=FLAGS.optimizer, momentum=FLAGS.momentum,
             weight_decay=FLAGS.weight_decay, label_smoothing=FLAGS.label_smoothing, precision=FLAGS.precision,
             iterations_per_loop=FLAGS.iterations_per_loop, save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+            save_checkpoints_secs=FLAGS.save_checkpoints_secs,
             tpu=FLAGS.tpu, dropout=FLAGS.dropout, drop_path_keep_prob=FLAGS.drop_path_keep_prob,
             aux_weight=FLAGS.aux_weight, label_offset=FLAGS.label_offset, cache=FLAGS.cache, seed=FLAGS.seed,
         )

@@ -136,3 +136,26 @@ def test_nasnet_recipe_paths_train_in_reduced_precision(precision, tmp_path):
     evaluation = json.load(open(os.path.join(model_dir, "eval_results.json")))
     assert evaluation["num_examples"] == 16 and all(map(math.isfinite, evaluation.values()))
     assert evaluation["step"] == 6  # applied updates: a step skipped by the loss scale does not count
+
+
+@pytest.mark.integration
+def test_retrain_a_searched_cell_from_best_genotype_json(tmp_path):
+    """The promotion path: a search's best_genotype.json is a model for `amoeba train`."""
+    import random
+
+    from searchspace import NasNetSpace
+
+    genotype = NasNetSpace().sample(random.Random(3))
+    best = tmp_path / "best_genotype.json"
+    best.write_text(json.dumps({"trial_id": 7, "value": 0.9, "genotype": genotype.to_json()}))
+    data, model_dir = str(tmp_path / "fake"), str(tmp_path / "m")
+    amoeba("prepare", "--fake_imagenet", f"--output_dir={data}", "--num_train=32", "--num_eval=8",
+           "--num_classes=2", "--image_size=32")
+    result = amoeba("train", f"--model={best}", "--num_cells=3", "--reduction_size=8", "--image_size=32",
+                    "--train_batch_size=8", "--eval_batch_size=8", "--train_steps=4", "--iterations_per_loop=2",
+                    f"--data={data}", f"--model_dir={model_dir}")
+    assert "step 4/4" in result.stdout
+    saved = json.load(open(os.path.join(model_dir, "train_config.json")))
+    assert saved["model"] == "genotype" and saved["genotype"] == genotype.to_json()
+    bad = amoeba("train", "--model=resnet19", f"--data={data}", f"--model_dir={tmp_path / 'x'}", check=False)
+    assert bad.returncode == 1 and "not one of resnet18" in bad.stderr

@@ -67,7 +67,7 @@ class EvolutionSearcher(Searcher):
         result = dict(result or {})
         reason = result.pop("error", None) or None
         if error and reason is None:
-            reason = f"the trial raised an exception: see error.txt of Tune trial {trial_id}"
+            reason = f"the trial's worker failed (an exception, a crash or the hang watchdog): see error.txt of Tune trial {trial_id}"
         metrics = {k: v for k, v in result.items() if _is_metric(k, v)}
         if self.algorithm.tell(ours, metrics, error=reason) and self.on_tell is not None:
             self.on_tell(self.algorithm, ours)

@@ -6,15 +6,37 @@ TensorFlow is imported here, inside the worker, never in the search driver.
 from __future__ import annotations
 
 import os
+import sys
+import threading
 import time
 from typing import Any
 
 from ray import tune
 
+HANG_EXIT_CODE = 75
+
+
+def start_watchdog(seconds: float, what: str) -> threading.Event:
+    """End this worker process if `what` has not finished within `seconds`; set the returned
+    event when it has. The soft timeout is checked between training steps; this catches a trial
+    that hangs anywhere (building, tracing, a stuck op), and Tune records the trial as failed."""
+    done = threading.Event()
+
+    def watch() -> None:
+        if not done.wait(seconds):
+            print(f"amoeba watchdog: {what} still running after {seconds:g} s; ending its worker",
+                  file=sys.stderr, flush=True)
+            os._exit(HANG_EXIT_CODE)
+
+    threading.Thread(target=watch, name="amoeba-watchdog", daemon=True).start()
+    return done
+
 
 def run_trial(config: dict[str, Any], proxy: dict[str, Any]) -> None:
     """Train the candidate in `config` and report its metrics, or an `error` for a failed one."""
     t_start = time.perf_counter()
+    timeout = float(proxy.get("timeout_s") or 0)
+    done = start_watchdog(timeout + max(60.0, 0.25 * timeout), f"trial {config['trial_id']}") if timeout else None
     from searchspace import NasNetGenotype
     from trainer.candidate import CandidateFailed, train_candidate
     from trainer.proxy import ProxyConfig
@@ -27,6 +49,8 @@ def run_trial(config: dict[str, Any], proxy: dict[str, Any]) -> None:
         error = ""
     except CandidateFailed as err:
         metrics, error = {"val_accuracy": float("nan")}, str(err)
+    if done is not None:
+        done.set()
     tune.report(
         {
             **metrics,

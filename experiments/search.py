@@ -19,6 +19,7 @@ from evolution import ALGORITHMS, SearchAlgorithm, make_algorithm, resume
 from experiments.results import top_table, write_results
 from searchspace import NasNetSpace
 from trainer.proxy import ProxyConfig
+from trainer import storage
 from trainer.storage import read_json, write_json
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,7 @@ class SearchConfig:
     num_blocks: int = 5
     cpus_per_trial: float = 0.0  # 0: the machine's CPUs shared by max_concurrent trials
     ray_address: str | None = None
+    upload_to: str | None = None  # gs://BUCKET/PATH: a copy of the results, kept up to date
     proxy: ProxyConfig = field(default_factory=ProxyConfig)
 
     def __post_init__(self) -> None:
@@ -45,6 +47,8 @@ class SearchConfig:
             raise ValueError(f"algorithm: unknown {self.algorithm!r}; known: {sorted(ALGORITHMS)}")
         if self.max_trials < 1 or self.max_concurrent < 1:
             raise ValueError("max_trials and max_concurrent must be at least 1")
+        if self.upload_to and not self.upload_to.startswith("gs://"):
+            raise ValueError(f"upload_to: must be a gs://BUCKET/PATH, got {self.upload_to!r}")
         if self.cpus_per_trial < 0:
             raise ValueError(f"cpus_per_trial: must be >= 0, got {self.cpus_per_trial}")
 
@@ -154,12 +158,36 @@ def run_search(config: SearchConfig, algorithm: SearchAlgorithm) -> SearchAlgori
             ray.shutdown()
     write_results(algorithm, config.output_dir)
     algorithm.close()
+    if config.upload_to:
+        _upload(lambda: storage.copy_tree_to_gcs(config.output_dir, config.upload_to), config.upload_to)
     return algorithm
 
 
+RESULT_FILES = (JOURNAL, CONFIG, "results.csv", "best_genotype.json")
+
+
+def upload_results(output_dir: str, upload_to: str) -> None:
+    """Copy the search's state and result files to gs:// (Tune's own storage stays local)."""
+    for name in RESULT_FILES:
+        local = os.path.join(output_dir, name)
+        if os.path.exists(local):
+            storage.write_bytes(storage.join(upload_to, name), storage.read_bytes(local))
+
+
+def _upload(copy, where: str) -> None:
+    """An upload that fails is reported, never fatal: the local output dir is the search's state."""
+    try:
+        copy()
+    except Exception as err:  # noqa: BLE001 - any client or network error
+        log.warning("could not upload to %s: %s", where, err)
+        print(f"warning: could not upload to {where}: {err}", flush=True)
+
+
 def on_result(algorithm: SearchAlgorithm, trial_id: int, config: SearchConfig) -> None:
-    """After each result: rewrite the results files and print one progress line."""
+    """After each result: rewrite the results files (and their gs:// copy) and print one line."""
     write_results(algorithm, config.output_dir)
+    if config.upload_to:
+        _upload(lambda: upload_results(config.output_dir, config.upload_to), config.upload_to)
     trial, outcome = algorithm.trials[trial_id], algorithm.outcomes[trial_id]
     origin = "random" if trial.parent_id is None else f"child of {trial.parent_id}: {trial.mutation}"
     if outcome.status == "ok":

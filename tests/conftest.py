@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -18,7 +20,7 @@ QUIET_TF = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
 def amoeba(*args: str, check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess:
     """Run `amoeba ARGS...`; with `check`, a non-zero exit fails the test with its output."""
     result = subprocess.run(AMOEBA + list(args), capture_output=True, text=True, timeout=timeout,
-                            env=QUIET_TF, cwd=REPO)
+                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, cwd=REPO)
     if check and result.returncode != 0:
         raise AssertionError(f"amoeba {args} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
     return result
@@ -37,6 +39,38 @@ def run_fake(algorithm, n: int, fitness=hashed_fitness) -> list:
         algorithm.tell(trial.trial_id, {algorithm.objective: fitness(trial.genotype.key())})
         trials.append(trial)
     return trials
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def gcs_emulator(monkeypatch):
+    """A local gcp-storage-emulator holding bucket `amoeba-test`; google-cloud-storage (in this
+    process and in `amoeba` subprocesses) reaches it through STORAGE_EMULATOR_HOST."""
+    port = _free_port()
+    exe = os.path.join(os.path.dirname(sys.executable), "gcp-storage-emulator")
+    proc = subprocess.Popen([exe, "start", "--host=127.0.0.1", f"--port={port}", "--in-memory",
+                             "--default-bucket=amoeba-test", "--quiet"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{port}")
+    from trainer import storage
+
+    storage._client.cache_clear()
+    yield "gs://amoeba-test"
+    proc.terminate()
+    proc.wait()
+    storage._client.cache_clear()
 
 
 @pytest.fixture(scope="session")

@@ -94,3 +94,16 @@ def test_sigkilled_search_resumes_and_reissues_in_flight_trials(tmp_path):
         assert after.trials[trial_id] == trial and trial_id in after.outcomes
     events = [json.loads(line)["event"] for line in open(journal)]
     assert events.count("reissue") == len(in_flight) and events.count("tell") == 4
+
+
+@pytest.mark.integration
+def test_results_are_kept_up_to_date_on_gcs(tmp_path, gcs_emulator):
+    from trainer import storage
+
+    out, dest = str(tmp_path / "up"), f"{gcs_emulator}/searches/one"
+    result = amoeba("search", f"--output_dir={out}", "--max_trials=2", *TINY_SEARCH, f"--upload_to={dest}")
+    assert "2 trials done" in result.stdout and "could not upload" not in result.stdout
+    for name in ("journal.jsonl", "search_config.json", "results.csv", "best_genotype.json"):
+        assert storage.read_bytes(storage.join(dest, name)) == open(os.path.join(out, name), "rb").read()
+    bad = amoeba("search", f"--output_dir={tmp_path / 'bad'}", "--upload_to=/tmp/not-gcs", check=False)
+    assert bad.returncode == 1 and "upload_to: must be a gs://" in bad.stderr

@@ -1,10 +1,6 @@
 """trainer.storage against local files and a local gcp-storage-emulator (started here)."""
 
 import os
-import socket
-import subprocess
-import sys
-import time
 
 import pytest
 
@@ -18,34 +14,6 @@ def test_local_writes_are_atomic_and_round_trip(tmp_path):
     storage.write_text(path, "replaced\n")
     assert storage.read_text(path) == "replaced\n"
     assert os.listdir(tmp_path / "sub") == ["meta.json"]  # no temp files left behind
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def gcs_emulator(monkeypatch):
-    port = _free_port()
-    exe = os.path.join(os.path.dirname(sys.executable), "gcp-storage-emulator")
-    proc = subprocess.Popen([exe, "start", "--host=127.0.0.1", f"--port={port}", "--in-memory",
-                             "--default-bucket=amoeba-test", "--quiet"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            time.sleep(0.1)
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{port}")
-    storage._client.cache_clear()
-    yield "gs://amoeba-test"
-    proc.terminate()
-    proc.wait()
-    storage._client.cache_clear()
 
 
 def test_gcs_objects_through_google_cloud_storage(gcs_emulator, tmp_path):

@@ -34,6 +34,8 @@ flags.DEFINE_float("trial_timeout_s", _PROXY.timeout_s, "A candidate still train
 flags.DEFINE_float("cpus_per_trial", _SEARCH.cpus_per_trial, "CPUs per trial (0: CPUs / max_concurrent).",
                    flag_values=FLAGS)
 flags.DEFINE_string("ray_address", None, "Address of an existing Ray cluster (default: local).", flag_values=FLAGS)
+flags.DEFINE_string("upload_to", None, "gs://BUCKET/PATH: keep a copy of the journal and results there "
+                    "(google-cloud-storage; the output dir stays the state).", flag_values=FLAGS)
 
 
 def main(args: list[str]) -> None:
@@ -53,6 +55,7 @@ def main(args: list[str]) -> None:
             num_blocks=FLAGS.num_blocks,
             cpus_per_trial=FLAGS.cpus_per_trial,
             ray_address=FLAGS.ray_address,
+            upload_to=FLAGS.upload_to,
             proxy=ProxyConfig(
                 dataset=FLAGS.dataset,
                 epochs=FLAGS.epochs,

@@ -32,12 +32,13 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
-from trainer_throughput import BATCH, IMAGE_SIZE, LR, MODEL, MOMENTUM, REPO, SEED, prepare_data  # same setup
+from trainer_throughput import BATCH, IMAGE_SIZE, LR, MODEL, MOMENTUM, SEED, prepare_data  # same setup
+
+from child import run_child  # benchmarks/child.py: one measurement per fresh process
 
 GOAL = 0.9
 RAW_BATCHES = 150  # timed batches per raw-pipeline measurement
@@ -127,14 +128,9 @@ def worker(kind: str, data_dir: str, steps: int, loops: int, cache: bool) -> Non
         print(json.dumps(run_train(kind, data_dir, steps, loops, cache)))
 
 
-def run_child(kind: str, data_dir: str, steps: int, loops: int, cache: bool = False) -> dict:
-    proc = subprocess.run([sys.executable, __file__, f"--worker={kind}", f"--data_dir={data_dir}",
-                           f"--steps={steps}", f"--loops={loops}"] + (["--cache"] if cache else []),
-                          capture_output=True, text=True, cwd=REPO,
-                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": REPO})
-    if proc.returncode != 0:
-        raise RuntimeError(f"{kind} child failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+def child(kind: str, data_dir: str, steps: int, loops: int, cache: bool = False) -> dict:
+    return run_child(__file__, [f"--worker={kind}", f"--data_dir={data_dir}", f"--steps={steps}",
+                                f"--loops={loops}"] + (["--cache"] if cache else []))
 
 
 def main() -> None:
@@ -154,13 +150,13 @@ def main() -> None:
     tmp = tempfile.mkdtemp(prefix="input_pipeline_")
     try:
         data_dir = os.path.join(tmp, "data")
-        source = run_child("prepare", data_dir, args.steps, args.loops)["data"]
+        source = child("prepare", data_dir, args.steps, args.loops)["data"]
         rows = {"tfrecord": [], "memory": []}
         for r in range(args.rounds):  # ABBA order
             for kind in (("tfrecord", "memory") if r % 2 == 0 else ("memory", "tfrecord")):
-                rows[kind].append(run_child(kind, data_dir, args.steps, args.loops, args.cache))
+                rows[kind].append(child(kind, data_dir, args.steps, args.loops, args.cache))
                 print(f"  round {r + 1} {kind:<8}: {rows[kind][-1]['loop_s']}", file=sys.stderr, flush=True)
-        raw = run_child("raw", data_dir, args.steps, args.loops)
+        raw = child("raw", data_dir, args.steps, args.loops)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

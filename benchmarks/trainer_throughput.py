@@ -36,10 +36,11 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+
+from child import run_child  # benchmarks/child.py: one measurement per fresh process
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -173,15 +174,9 @@ def worker(kind: str, data_dir: str, steps: int, loops: int, save_checkpoints_st
     print(json.dumps({"imports_s": imports, "threads": threads, **out}))
 
 
-def run_child(kind: str, data_dir: str, steps: int, loops: int, save_checkpoints_steps: int = 0) -> dict:
-    proc = subprocess.run([sys.executable, __file__, f"--worker={kind}", f"--data_dir={data_dir}",
-                           f"--steps={steps}", f"--loops={loops}",
-                           f"--save_checkpoints_steps={save_checkpoints_steps}"],
-                          capture_output=True, text=True, cwd=REPO,
-                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": REPO})
-    if proc.returncode != 0:
-        raise RuntimeError(f"{kind} child failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+def child(kind: str, data_dir: str, steps: int, loops: int, save_checkpoints_steps: int = 0) -> dict:
+    return run_child(__file__, [f"--worker={kind}", f"--data_dir={data_dir}", f"--steps={steps}",
+                                f"--loops={loops}", f"--save_checkpoints_steps={save_checkpoints_steps}"])
 
 
 def main() -> None:
@@ -201,11 +196,11 @@ def main() -> None:
     tmp = tempfile.mkdtemp(prefix="trainer_throughput_")
     try:
         data_dir = os.path.join(tmp, "data")
-        source = run_child("prepare", data_dir, args.steps, args.loops)["data"]
+        source = child("prepare", data_dir, args.steps, args.loops)["data"]
         rows = {"trainer": [], "fit": []}
         for r in range(args.rounds):  # ABBA order: trainer, fit, fit, trainer, ...
             for kind in (("trainer", "fit") if r % 2 == 0 else ("fit", "trainer")):
-                rows[kind].append(run_child(kind, data_dir, args.steps, args.loops, args.save_checkpoints_steps))
+                rows[kind].append(child(kind, data_dir, args.steps, args.loops, args.save_checkpoints_steps))
                 print(f"  round {r + 1} {kind:<8}: {rows[kind][-1]['all_in_s']}", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

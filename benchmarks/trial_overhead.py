@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
-import subprocess
-import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
+from child import run_child  # benchmarks/child.py: one measurement per fresh process
+
 
 
 def worker(kind: str, seed: int) -> None:
@@ -63,15 +60,10 @@ def worker(kind: str, seed: int) -> None:
     print(json.dumps({"imports": imports, **out}))
 
 
-def run_child(kind: str, seed: int) -> dict[str, float]:
+def child(kind: str, seed: int) -> dict[str, float]:
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, __file__, f"--worker={kind}", f"--seed={seed}"],
-                          capture_output=True, text=True, cwd=REPO,
-                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": REPO})
+    timings = run_child(__file__, [f"--worker={kind}", f"--seed={seed}"])
     wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise RuntimeError(proc.stderr[-3000:])
-    timings = json.loads(proc.stdout.strip().splitlines()[-1])
     accounted = sum(timings.values())
     return {"wall": wall, "process_start": wall - accounted, **timings}
 
@@ -88,7 +80,7 @@ def main() -> None:
     rows = {"trainer": [], "fit": []}
     for seed in range(args.trials):
         for kind in ("trainer", "fit"):  # alternated, so drift hits both alike
-            rows[kind].append(run_child(kind, seed))
+            rows[kind].append(child(kind, seed))
     parts = ["process_start", "imports", "setup", "first_step", "steps", "eval"]
     mean = {k: {p: sum(r[p] for r in v) / len(v) for p in parts + ["wall"]} for k, v in rows.items()}
     print(f"{'part':<15}{'trainer s':>11}{'share':>8}{'keras fit s':>13}{'share':>8}")

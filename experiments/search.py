@@ -8,7 +8,6 @@ orchestrates only: no TensorFlow here (trials import it in their own worker proc
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import time

@@ -8,7 +8,7 @@ import time
 
 from evolution import RegularizedEvolution, resume
 from searchspace import NasNetSpace
-from tests.conftest import REPO, hashed_fitness, run_fake
+from tests.conftest import REPO, hashed_fitness
 
 CHILD = """
 import sys, time

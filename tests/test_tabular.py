@@ -100,7 +100,7 @@ def test_command_prints_json_and_writes_a_plot(table_path, tmp_path):
                     "--budget=30", "--runs=5", f"--plot={plot}", "--format=json")
     figures = json.loads(result.stdout.strip().splitlines()[-1])
     assert set(figures["summary"]) == {"regularized_evolution", "random"}
-    assert figures["summary"]["random"]["30"]["std"] >= 0
+    assert figures["summary"]["random"]["30"]["std"] > 0  # five seeds do not all pick alike
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

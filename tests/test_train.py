@@ -85,6 +85,10 @@ def test_train_kill_resume_evaluate_export_predict(cifar_mini, tmp_path):
     assert out[0]["image"] == image and len(out[0]["predictions"]) == 3
     assert all(p["label"] in labels for p in out[0]["predictions"])
     assert 0.0 < sum(p["probability"] for p in out[0]["predictions"]) <= 1.0 + 1e-5
+    not_an_image = tmp_path / "notes.jpg"
+    not_an_image.write_text("not a picture")
+    bad = amoeba("predict", f"--model={export_dir}", image, str(not_an_image), check=False)
+    assert bad.returncode == 1 and f"{not_an_image}: not a decodable image" in bad.stderr
 
 
 @pytest.mark.integration

@@ -34,13 +34,6 @@ def _set_threads(threads: int) -> None:
         pass
 
 
-def _set_bn_momentum(model: keras.Model, momentum: float) -> None:
-    """Short proxy runs need fast-moving BN statistics, or evaluation sees the initial ones."""
-    for layer in model.layers:
-        if isinstance(layer, keras.layers.BatchNormalization):
-            layer.momentum = momentum
-
-
 def train_candidate(genotype: NasNetGenotype, proxy: ProxyConfig) -> dict[str, float]:
     """Train `genotype` on the proxy task; return validation accuracy, size and timings."""
     _set_threads(proxy.threads)
@@ -49,7 +42,6 @@ def train_candidate(genotype: NasNetGenotype, proxy: ProxyConfig) -> dict[str, f
     keras.utils.set_random_seed(proxy.seed)
     config = NasNetConfig(num_cells=3 * proxy.num_cells, filters=proxy.filters, stem="cifar")
     model = build_nasnet(genotype, data.input_shape, data.num_classes, config)
-    _set_bn_momentum(model, proxy.bn_momentum)
     train_ds = train_pipeline(data.x_train, data.y_train, proxy.batch_size, proxy.seed)
     steps_per_epoch = len(data.x_train) // proxy.batch_size
     total_steps = steps_per_epoch * proxy.epochs

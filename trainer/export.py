@@ -45,13 +45,14 @@ def export_model(model: keras.Model, export_dir: str, image_size: int, labels: S
     storage.write_text(storage.join(export_dir, "labels.txt"), "\n".join(labels) + "\n")
 
 
-def check_image(data: bytes, name: str) -> bytes:
-    """The bytes as they are, once TensorFlow has decoded them (the serving signature does too)."""
-    try:
-        tf.io.decode_image(data, channels=3, expand_animations=False)
-    except (tf.errors.InvalidArgumentError, ValueError) as err:
-        raise ValueError(f"{name}: not a decodable image ({str(err).splitlines()[0]})") from None
-    return data
+def _name_undecodable(images: Sequence[bytes], names: Sequence[str]) -> ValueError:
+    """The error for the first image TensorFlow cannot decode (the signature only says one failed)."""
+    for data, name in zip(images, names):
+        try:
+            tf.io.decode_image(data, channels=3, expand_animations=False)
+        except (tf.errors.InvalidArgumentError, ValueError) as err:
+            return ValueError(f"{name}: not a decodable image ({str(err).splitlines()[0]})")
+    return ValueError(f"the model could not read the images {list(names)}")
 
 
 def predict(export_dir: str, image_paths: Sequence[str], top_k: int = 5) -> list[dict]:
@@ -63,8 +64,11 @@ def predict(export_dir: str, image_paths: Sequence[str], top_k: int = 5) -> list
         if not tf.io.gfile.exists(path):
             raise ValueError(f"{path}: no such image")
         with tf.io.gfile.GFile(path, "rb") as f:
-            images.append(check_image(f.read(), path))
-    outputs = loaded.signatures["serving_default"](image_bytes=tf.constant(images))
+            images.append(f.read())
+    try:  # the signature decodes each image once; only on failure are they decoded again, to name it
+        outputs = loaded.signatures["serving_default"](image_bytes=tf.constant(images))
+    except tf.errors.InvalidArgumentError:
+        raise _name_undecodable(images, image_paths) from None
     probabilities = outputs["probabilities"].numpy()
     results = []
     for path, probs in zip(image_paths, probabilities):

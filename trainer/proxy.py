@@ -22,7 +22,6 @@ class ProxyConfig:
     batch_size: int = 64
     learning_rate: float = 0.1
     momentum: float = 0.9
-    bn_momentum: float = 0.9
     seed: int = 0
     timeout_s: float = 900.0  # a candidate still training after this fails; 0: no limit
     threads: int = 0  # TensorFlow intra/inter-op threads; 0: TensorFlow's default

@@ -270,3 +270,23 @@ def test_resume_with_trials_in_flight_continues_exactly_like_the_live_run(tmp_pa
         for trial in in_flight:
             algorithm.tell(trial.trial_id, {"val_accuracy": hashed_fitness(trial.genotype.key())})
     assert _proposals(resumed, 60) == _proposals(live, 60)
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda lines: lines.__setitem__(0, lines[0].replace('"version":1', '"version":9')), r":1: journal version 9"),
+        (lambda lines: lines.__setitem__(0, lines[0].replace('"random"', '"annealing"')), r":1: bad start event"),
+        (lambda lines: lines.insert(2, '{"event":"pause"}'), r":3: unknown event 'pause'"),
+        (lambda lines: lines.insert(2, '{"event":"tell","trial_id":0,"status":"ok"}'), r":4: tell for a trial not pending"),
+        (lambda lines: lines.pop(0), r":1: the journal does not begin with a start event"),
+    ],
+)
+def test_every_journal_error_names_its_line(tmp_path, edit, message):
+    path = str(tmp_path / "j.jsonl")
+    run_fake(RandomSearch(SPACE, seed=3, journal_path=path), 3)
+    lines = open(path).read().splitlines()
+    edit(lines)
+    open(path, "w").write("\n".join(lines) + "\n")
+    with pytest.raises(JournalError, match=message):
+        resume(path)

@@ -1,103 +1,86 @@
-"""Where a search trial's wall time goes, for the default proxy (digits, N=1, F=8, 4 epochs).
+"""Where a search's time goes, measured in real searches: warm workers against a fresh process per
+trial, side by side.
 
-Each trial runs in a fresh Python process, as in a search. The table splits its wall time into
-process start + imports, data + model build, the first step (tracing and graph optimisation),
-the remaining training steps, and evaluation. Side by side, the same candidates through a plain
-Keras `model.fit`, to show what the trainer's own tf.function step saves in fixed cost.
-Run: .venv/bin/python benchmarks/trial_overhead.py [--trials=3]
+Runs `amoeba search` (real Ray Tune, `max_concurrent` trials at a time as the flagfile says) with
+warm workers (the default) and with `--noreuse_workers`, alternated, on the same seed, and splits
+the trial slots' time (search wall time x max_concurrent) into the parts the trials report: TensorFlow
+import, data load, model build, first step (tracing + graph optimisation), the remaining training
+steps, evaluation, and what lies outside the trial function (worker start, Ray dispatch, idle slots,
+Ray's own start-up). The non-training share is everything but the remaining training steps.
+Run: .venv/bin/python benchmarks/trial_overhead.py [--trials=16] [--flagfile=... --data=DIR --modes=warm,fresh]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import random
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
 import time
 
-from child import run_child  # benchmarks/child.py: one measurement per fresh process
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+from evolution import resume  # noqa: E402
+
+PARTS = ("import", "load", "build", "first_step", "steps", "eval", "outside")
 
 
-
-def worker(kind: str, seed: int) -> None:
-    """Runs in the child process: one candidate, timings as JSON on the last line."""
+def run_search(flagfile: str, trials: int, mode: str, data: str | None, out: str) -> dict[str, float]:
+    cmd = [sys.executable, "-c", "from experiments.cli import run; run()", "search", f"--flagfile={flagfile}",
+           f"--output_dir={out}", f"--max_trials={trials}", f"--{'' if mode == 'warm' else 'no'}reuse_workers"]
+    cmd += [f"--data={data}"] if data else []
     t0 = time.perf_counter()
-    import keras
-
-    from searchspace import NasNetSpace
-    from trainer.candidate import train_candidate
-    from trainer.data import load_builtin, train_pipeline
-    from trainer.nasnet import NasNetConfig, build_nasnet
-    from trainer.proxy import ProxyConfig
-
-    imports = time.perf_counter() - t0
-    genotype = NasNetSpace().sample(random.Random(seed))
-    proxy = ProxyConfig()
-    if kind == "trainer":
-        m = train_candidate(genotype, proxy)
-        out = {"setup": m["setup_seconds"], "first_step": m["first_step_seconds"],
-               "steps": m["train_seconds"] - m["first_step_seconds"], "eval": m["eval_seconds"]}
-    else:  # plain Keras fit with the same model, data and optimizer settings
-        t = time.perf_counter()
-        data = load_builtin(proxy.dataset)
-        keras.utils.set_random_seed(proxy.seed)
-        model = build_nasnet(genotype, data.input_shape, data.num_classes,
-                             NasNetConfig(3 * proxy.num_cells, proxy.filters, "cifar"))
-        model.compile(keras.optimizers.SGD(proxy.learning_rate, momentum=proxy.momentum, nesterov=True),
-                      keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"],
-                      jit_compile=False)
-        ds = train_pipeline(data.x_train, data.y_train, proxy.batch_size, proxy.seed)
-        setup = time.perf_counter() - t
-        t = time.perf_counter()
-        model.fit(ds.take(1), epochs=1, verbose=0)
-        first = time.perf_counter() - t
-        t = time.perf_counter()
-        model.fit(ds, epochs=proxy.epochs, verbose=0)
-        # fit's epochs above include one step more than the trainer's; per-step time is what counts
-        steps = time.perf_counter() - t
-        t = time.perf_counter()
-        model.evaluate(data.x_val, data.y_val, batch_size=proxy.batch_size, verbose=0)
-        out = {"setup": setup, "first_step": first, "steps": steps, "eval": time.perf_counter() - t}
-    print(json.dumps({"imports": imports, **out}))
-
-
-def child(kind: str, seed: int) -> dict[str, float]:
-    t0 = time.perf_counter()
-    timings = run_child(__file__, [f"--worker={kind}", f"--seed={seed}"])
+    subprocess.run(cmd, check=True, cwd=REPO, stdout=subprocess.DEVNULL,
+                   env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     wall = time.perf_counter() - t0
-    accounted = sum(timings.values())
-    return {"wall": wall, "process_start": wall - accounted, **timings}
+    concurrency = json.load(open(os.path.join(out, "search_config.json")))["max_concurrent"]
+    metrics = [o.metrics for o in resume(os.path.join(out, "journal.jsonl"), read_only=True).outcomes.values()]
+    total = {
+        "import": sum(m["import_seconds"] for m in metrics),
+        "load": sum(m["load_seconds"] for m in metrics),
+        "build": sum(m["setup_seconds"] - m["load_seconds"] for m in metrics),
+        "first_step": sum(m["first_step_seconds"] for m in metrics),
+        "steps": sum(m["train_seconds"] - m["first_step_seconds"] for m in metrics),
+        "eval": sum(m["eval_seconds"] for m in metrics),
+    }
+    slots = wall * concurrency
+    total["outside"] = slots - sum(m["trial_seconds"] for m in metrics)
+    per_trial = {part: value / len(metrics) for part, value in total.items()}
+    return {**per_trial, "slot_per_trial": slots / len(metrics), "wall": wall,
+            "workers": len({m["worker_pid"] for m in metrics}),
+            "mean_val_accuracy": statistics.mean(m["val_accuracy"] for m in metrics)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--trials", type=int, default=3)
-    parser.add_argument("--worker", choices=["trainer", "fit"])
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--flagfile", default=os.path.join(REPO, "experiments/configs/search_digits.cfg"))
+    parser.add_argument("--data", default=None)
+    parser.add_argument("--trials", type=int, default=16)
+    parser.add_argument("--modes", default="warm,fresh")
     args = parser.parse_args()
-    if args.worker:
-        worker(args.worker, args.seed)
-        return
-    rows = {"trainer": [], "fit": []}
-    for seed in range(args.trials):
-        for kind in ("trainer", "fit"):  # alternated, so drift hits both alike
-            rows[kind].append(child(kind, seed))
-    parts = ["process_start", "imports", "setup", "first_step", "steps", "eval"]
-    mean = {k: {p: sum(r[p] for r in v) / len(v) for p in parts + ["wall"]} for k, v in rows.items()}
-    print(f"{'part':<15}{'trainer s':>11}{'share':>8}{'keras fit s':>13}{'share':>8}")
-    for p in parts + ["wall"]:
-        t, f = mean["trainer"][p], mean["fit"][p]
-        print(f"{p:<15}{t:>11.2f}{t / mean['trainer']['wall']:>8.0%}{f:>13.2f}{f / mean['fit']['wall']:>8.0%}")
-    overhead = 1 - mean["trainer"]["steps"] / mean["trainer"]["wall"]
-    figures = {
-        "trials": args.trials,
-        "trainer_wall_s": round(mean["trainer"]["wall"], 2),
-        "trainer_non_training_share": round(overhead, 3),
-        "trainer_first_step_s": round(mean["trainer"]["first_step"], 2),
-        "fit_first_step_s": round(mean["fit"]["first_step"], 2),
-        "first_step_trainer_over_fit_ratio": round(mean["trainer"]["first_step"] / mean["fit"]["first_step"], 2),
-        "wall_trainer_over_fit_ratio": round(mean["trainer"]["wall"] / mean["fit"]["wall"], 2),
-    }
-    print(f"share of a trial's wall time that is not training steps: {overhead:.0%}")
+    modes = args.modes.split(",")
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for mode in modes:
+            results[mode] = run_search(args.flagfile, args.trials, mode, args.data, os.path.join(tmp, mode))
+    print(f"{os.path.basename(args.flagfile)}{' on ' + args.data if args.data else ''}: {args.trials} trials; "
+          "seconds per trial of slot time (wall x max_concurrent)")
+    print(f"{'part':<12}" + "".join(f"{m + ' s':>10}{'share':>8}" for m in modes))
+    for part in PARTS + ("slot_per_trial",):
+        print(f"{part:<12}" + "".join(f"{r[part]:>10.2f}{r[part] / r['slot_per_trial']:>8.0%}" for r in results.values()))
+    figures = {"flagfile": os.path.basename(args.flagfile), "trials": args.trials}
+    for mode, r in results.items():
+        figures[f"{mode}_wall_s"] = round(r["wall"], 1)
+        figures[f"{mode}_workers"] = r["workers"]
+        figures[f"{mode}_non_training_share"] = round(1 - r["steps"] / r["slot_per_trial"], 3)
+        figures[f"{mode}_first_step_s"] = round(r["first_step"], 2)
+        figures[f"{mode}_mean_val_accuracy"] = round(r["mean_val_accuracy"], 4)
+    if {"warm", "fresh"} <= set(results):
+        figures["wall_warm_over_fresh_ratio"] = round(results["warm"]["wall"] / results["fresh"]["wall"], 3)
     print(json.dumps(figures))
 
 

@@ -14,8 +14,9 @@ import logging
 import math
 import os
 import random
+import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Mapping
 
 from evolution.journal import Journal, JournalError, read_journal
@@ -39,6 +40,7 @@ class Outcome:
     status: str  # "ok" or "failed"
     metrics: Mapping[str, Any]
     error: str | None = None
+    told_at: float | None = None  # wall-clock time of the tell (seconds since the epoch)
 
 
 class SearchAlgorithm:
@@ -69,11 +71,13 @@ class SearchAlgorithm:
         self._reissue: deque[int] = deque()
         self._best_id: int | None = None
         self._journal: Journal | None = None
+        self.started_at: float | None = round(time.time(), 3)
         if journal_path is not None:
             if os.path.exists(journal_path) and os.path.getsize(journal_path) > 0:
                 raise FileExistsError(f"{journal_path}: journal exists; use resume() to continue it")
             self._journal = Journal(journal_path, fsync=fsync)
-            self._journal.append({"event": "start", "version": JOURNAL_VERSION, **self.config()})
+            self._journal.append({"event": "start", "version": JOURNAL_VERSION, **self.config(),
+                                  "time": self.started_at})
 
     # --- what subclasses provide -------------------------------------------------------------
 
@@ -130,7 +134,7 @@ class SearchAlgorithm:
         if trial_id in self.outcomes:
             log.warning("tell: ignoring a duplicate or late result for trial %s", trial_id)
             return False
-        outcome = self._outcome(metrics or {}, error)
+        outcome = replace(self._outcome(metrics or {}, error), told_at=round(time.time(), 3))
         self._write(
             {
                 "event": "tell",
@@ -138,6 +142,7 @@ class SearchAlgorithm:
                 "status": outcome.status,
                 "metrics": dict(outcome.metrics),
                 "error": outcome.error,
+                "time": outcome.told_at,
             }
         )
         self._record(trial_id, outcome)
@@ -264,8 +269,9 @@ def make_algorithm(name: str, space: SearchSpace, params: Mapping[str, Any] | No
     return cls(space, **{k: v for k, v in (params or {}).items() if k in cls.param_names}, **kwargs)
 
 
-def resume(journal_path: str, fsync: bool = True) -> SearchAlgorithm:
-    """Rebuild an algorithm by replaying its journal, then keep appending to it.
+def resume(journal_path: str, fsync: bool = True, read_only: bool = False) -> SearchAlgorithm:
+    """Rebuild an algorithm by replaying its journal, then keep appending to it (with `read_only`,
+    leave the file alone: for reading the results of a search that may still be running).
 
     Raises JournalError naming the line when the journal is damaged or replay diverges.
     """
@@ -286,6 +292,7 @@ def resume(journal_path: str, fsync: bool = True) -> SearchAlgorithm:
         )
     except (KeyError, TypeError, ValueError) as err:
         raise JournalError(f"{journal_path}:1: bad start event: {err}") from None
+    algorithm.started_at = start.get("time")
     for number, event in enumerate(events[1:], start=2):
         kind = event["event"]
         try:
@@ -297,7 +304,7 @@ def resume(journal_path: str, fsync: bool = True) -> SearchAlgorithm:
                         "does not match what the algorithm proposes"
                     )
             elif kind == "tell":
-                outcome = Outcome(event["status"], event.get("metrics") or {}, event.get("error"))
+                outcome = Outcome(event["status"], event.get("metrics") or {}, event.get("error"), event.get("time"))
                 if event["trial_id"] not in algorithm.trials or event["trial_id"] in algorithm.outcomes:
                     raise JournalError(f"{journal_path}:{number}: tell for a trial not pending")
                 algorithm._record(event["trial_id"], outcome)
@@ -306,5 +313,6 @@ def resume(journal_path: str, fsync: bool = True) -> SearchAlgorithm:
         except KeyError as err:
             raise JournalError(f"{journal_path}:{number}: event lacks field {err}") from None
     algorithm._reissue.extend(algorithm.pending())
-    algorithm._journal = Journal(journal_path, intact_bytes, fsync=fsync)
+    if not read_only:
+        algorithm._journal = Journal(journal_path, intact_bytes, fsync=fsync)
     return algorithm

@@ -66,11 +66,15 @@ def write_results(algorithm: SearchAlgorithm, output_dir: str) -> None:
         )
 
 
+def top_trials(table: pd.DataFrame, algorithm: SearchAlgorithm, k: int) -> pd.DataFrame:
+    """The k best successful rows of `table` by the objective (ties: the earlier trial)."""
+    ok = table[table.status == "ok"]
+    return ok.sort_values([algorithm.objective, "trial_id"], ascending=[algorithm.mode == "min", True]).head(k)
+
+
 def top_table(algorithm: SearchAlgorithm, k: int = 5) -> str:
     """The k best successful trials as a printable table."""
-    table = results_table(algorithm)
-    ok = table[table.status == "ok"]
-    top = ok.sort_values(algorithm.objective, ascending=algorithm.mode == "min").head(k)
+    top = top_trials(results_table(algorithm), algorithm, k)
     shown = ["trial_id", "parent_id", algorithm.objective, "params", "train_seconds", "mutation"]
     top = top[list(dict.fromkeys(shown))]
     return top.to_string(index=False, float_format=lambda v: f"{v:.4f}", max_colwidth=60)

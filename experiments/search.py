@@ -16,8 +16,8 @@ from typing import Any
 
 from evolution import ALGORITHMS, SearchAlgorithm, make_algorithm, resume
 from experiments.results import top_table, write_results
-from searchspace import NasNetSpace
-from trainer.proxy import ProxyConfig
+from searchspace import SearchSpace, space_from_config
+from trainer.proxy import ProxyConfig, check_proxy
 from trainer import storage
 from trainer.storage import read_json, write_json
 
@@ -37,6 +37,7 @@ class SearchConfig:
     seed: int = 0
     num_blocks: int = 5
     cpus_per_trial: float = 0.0  # 0: the machine's CPUs shared by max_concurrent trials
+    reuse_workers: bool = True  # keep each trial's worker process warm for the next trial
     ray_address: str | None = None
     upload_to: str | None = None  # gs://BUCKET/PATH: a copy of the results, kept up to date
     proxy: ProxyConfig = field(default_factory=ProxyConfig)
@@ -59,15 +60,25 @@ class SearchConfig:
     def algorithm_params(self) -> dict[str, Any]:
         return {"population_size": self.population_size, "sample_size": self.sample_size}
 
+    def search_space(self) -> SearchSpace:
+        """The space candidates come from: NASNet cells, the one family the proxy trainer builds."""
+        return space_from_config({"name": "nasnet", "num_blocks": self.num_blocks})
+
+    def new_algorithm(self, journal_path: str | None = None) -> SearchAlgorithm:
+        return make_algorithm(self.algorithm, self.search_space(), self.algorithm_params(), seed=self.seed,
+                              journal_path=journal_path)
+
 
 def _comparable_proxy(proxy: dict[str, Any]) -> dict[str, Any]:
-    """The proxy settings that change a candidate's fitness (not its time limit or threads)."""
-    return {k: v for k, v in proxy.items() if k not in ("timeout_s", "threads")}
+    """The proxy settings that change a candidate's fitness (not its time limit or threads); a
+    setting that an older search_config.json lacks had its default then; image sizes as resolved."""
+    settings = {**ProxyConfig().to_dict(), **proxy}
+    settings["image_size"] = ProxyConfig(**settings).input_size
+    return {k: v for k, v in settings.items() if k not in ("timeout_s", "threads")}
 
 
 def _changed_settings(config: SearchConfig, algorithm: SearchAlgorithm, saved: dict[str, Any] | None) -> list[str]:
-    expected = make_algorithm(config.algorithm, NasNetSpace(num_blocks=config.num_blocks),
-                              config.algorithm_params(), seed=config.seed).config()
+    expected = config.new_algorithm().config()
     changed = [f"{k}: {algorithm.config()[k]!r} in the journal, {v!r} now"
                for k, v in expected.items() if algorithm.config()[k] != v]
     if saved is not None:
@@ -81,8 +92,10 @@ def open_search(config: SearchConfig) -> SearchAlgorithm:
     """A new search in `config.output_dir`, or the one already there, resumed from its journal.
 
     Raises ValueError when the settings differ from the saved search's in a way that would mix
-    incomparable trials (algorithm, seed, P, S, space, proxy task).
+    incomparable trials (algorithm, seed, P, S, space, proxy task), and when a data dir cannot
+    feed the proxy.
     """
+    check_proxy(config.proxy)
     os.makedirs(config.output_dir, exist_ok=True)
     journal = os.path.join(config.output_dir, JOURNAL)
     config_path = os.path.join(config.output_dir, CONFIG)
@@ -99,8 +112,7 @@ def open_search(config: SearchConfig) -> SearchAlgorithm:
         write_json(config_path, config.to_json())
         return algorithm
     write_json(config_path, config.to_json())  # before the journal: a journal always has its config
-    return make_algorithm(config.algorithm, NasNetSpace(num_blocks=config.num_blocks),
-                          config.algorithm_params(), seed=config.seed, journal_path=journal)
+    return config.new_algorithm(journal_path=journal)
 
 
 def run_search(config: SearchConfig, algorithm: SearchAlgorithm) -> SearchAlgorithm:
@@ -110,6 +122,7 @@ def run_search(config: SearchConfig, algorithm: SearchAlgorithm) -> SearchAlgori
     from ray.tune.search import ConcurrencyLimiter
 
     from evolution.tune_searcher import EvolutionSearcher
+    from experiments.progress import ProgressCallback
     from experiments.trial import run_trial
 
     budget = config.max_trials - algorithm.completed()
@@ -136,7 +149,8 @@ def run_search(config: SearchConfig, algorithm: SearchAlgorithm) -> SearchAlgori
             algorithm, budget, on_tell=lambda a, t: on_result(a, t, config)
         )
         trainable = tune.with_resources(
-            tune.with_parameters(run_trial, proxy={**config.proxy.to_dict(), "threads": max(1, int(cpus))}),
+            tune.with_parameters(run_trial, proxy={**config.proxy.to_dict(), "threads": max(1, int(cpus))},
+                                 space=algorithm.space.to_config()),
             {"cpu": cpus},
         )
         tuner = tune.Tuner(
@@ -144,11 +158,13 @@ def run_search(config: SearchConfig, algorithm: SearchAlgorithm) -> SearchAlgori
             tune_config=tune.TuneConfig(
                 search_alg=ConcurrencyLimiter(searcher, max_concurrent=config.max_concurrent),
                 num_samples=budget,
+                reuse_actors=config.reuse_workers,  # warm workers: TensorFlow imported, data decoded once
             ),
             run_config=tune.RunConfig(
                 name=time.strftime("tune-%Y%m%d-%H%M%S"),
                 storage_path=os.path.abspath(os.path.join(config.output_dir, "tune")),
                 verbose=0,
+                callbacks=[ProgressCallback(algorithm, config.max_trials)],
             ),
         )
         tuner.fit()

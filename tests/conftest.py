@@ -79,3 +79,13 @@ def shared_dir() -> str:
     if not os.path.isdir(os.path.join(path, "data")):
         pytest.skip(f"shared test data not found at {path} (set AMOEBA_SHARED)")
     return path
+
+
+@pytest.fixture(scope="session")
+def cifar_mini(shared_dir, tmp_path_factory):
+    """../shared's cifar10-mini (1,000 train, 200 eval JPEGs) prepared once: (CSV dir, data dir)."""
+    src = os.path.join(shared_dir, "data", "cifar10-mini")
+    out = str(tmp_path_factory.mktemp("data") / "cifar")
+    amoeba("prepare", f"--train_csv={src}/train_set.csv", f"--eval_csv={src}/eval_set.csv",
+           f"--labels={src}/labels.txt", f"--output_dir={out}")
+    return src, out

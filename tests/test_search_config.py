@@ -40,3 +40,18 @@ def test_config_is_written_before_the_journal(tmp_path):
         open_search(SearchConfig(output_dir=str(tmp_path), population_size=2, sample_size=5))
     assert not (tmp_path / "journal.jsonl").exists()
     open_search(SearchConfig(output_dir=str(tmp_path))).close()  # the failed attempt blocks nothing
+
+
+def test_a_search_made_before_the_data_settings_existed_still_resumes(tmp_path):
+    import json
+
+    config = SearchConfig(output_dir=str(tmp_path), population_size=4, sample_size=2)
+    open_search(config).close()
+    saved = json.loads((tmp_path / "search_config.json").read_text())
+    for name in ("data", "image_size", "validation_images", "train_images"):
+        del saved["proxy"][name]  # as an older amoeba-nas wrote it
+    (tmp_path / "search_config.json").write_text(json.dumps(saved))
+    open_search(config).close()
+    open_search(dataclasses.replace(config, proxy=ProxyConfig(image_size=8))).close()  # digits' own size
+    with pytest.raises(ValueError, match="proxy image_size: 8 before, 16 now"):
+        open_search(dataclasses.replace(config, proxy=ProxyConfig(image_size=16)))

@@ -22,6 +22,7 @@ def test_tiny_search_through_ray_tune_then_resume(tmp_path):
     out = str(tmp_path / "search")
     result = amoeba("search", f"--output_dir={out}", "--max_trials=6", *TINY_SEARCH)
     assert "6 trials done (0 failed)" in result.stdout and "top 5:" in result.stdout
+    assert "[progress" in result.stdout and "6/6 done (0 failed), 0 running, 0 left" in result.stdout
 
     table = pd.read_csv(os.path.join(out, "results.csv"))
     assert list(table.trial_id) == list(range(6)) and set(table.status) == {"ok"}
@@ -29,7 +30,9 @@ def test_tiny_search_through_ray_tune_then_resume(tmp_path):
     assert table.parent_id.notna().sum() >= 1  # evolution mutated after P=3 results
     algorithm = resume(os.path.join(out, "journal.jsonl"))
     pids = [o.metrics["worker_pid"] for o in algorithm.outcomes.values()]
-    assert len(set(pids)) == 6  # one fresh worker process per trial
+    assert len(set(pids)) < 6  # warm workers: Tune reused them for later trials
+    warm = [o.metrics for o in algorithm.outcomes.values() if o.metrics["worker_trial"] > 1]
+    assert warm and all(m["import_seconds"] < 0.5 for m in warm)  # TensorFlow already imported
 
     best = json.load(open(os.path.join(out, "best_genotype.json")))
     assert best["value"] == table.val_accuracy.max()
@@ -50,10 +53,31 @@ def test_tiny_search_through_ray_tune_then_resume(tmp_path):
 
 def test_config_errors_fail_at_once_without_a_journal(tmp_path):
     out = str(tmp_path / "bad")
-    result = amoeba("search", f"--output_dir={out}", "--population_size=4", "--sample_size=9",
-                    check=False)
-    assert result.returncode != 0 and "sample_size" in result.stderr
-    assert not os.path.exists(os.path.join(out, "journal.jsonl"))
+    for flags, message in [
+        (["--population_size=4", "--sample_size=9"], "sample_size"),
+        ([f"--data={tmp_path}"], f"{tmp_path}: no metadata.json; make the dir with `amoeba prepare`"),
+        ([f"--data={tmp_path}", "--dataset=digits"], "is built in and reads no --data dir"),
+    ]:
+        result = amoeba("search", f"--output_dir={out}", *flags, check=False)
+        assert result.returncode != 0 and message in result.stderr
+        assert not os.path.exists(os.path.join(out, "journal.jsonl"))
+
+
+@pytest.mark.integration
+def test_search_on_a_prepared_dir_of_jpegs(cifar_mini, tmp_path):
+    """The README's path for your own photos: amoeba prepare, then amoeba search --data, at 16 px."""
+    _, data = cifar_mini
+    out = str(tmp_path / "photos")
+    result = amoeba("search", f"--output_dir={out}", f"--data={data}", "--max_trials=3", "--image_size=16",
+                    "--validation_images=100", "--train_images=256", *TINY_SEARCH)
+    assert "3 trials done (0 failed)" in result.stdout
+    config = json.load(open(os.path.join(out, "search_config.json")))["proxy"]
+    assert (config["dataset"], config["data"], config["image_size"]) == ("prepared", data, 16)
+    table = pd.read_csv(os.path.join(out, "results.csv"))
+    assert set(table.status) == {"ok"} and table.val_accuracy.between(0, 1).all()
+    told = resume(os.path.join(out, "journal.jsonl"), read_only=True).outcomes.values()
+    assert {(o.metrics["validation_images"], o.metrics["train_images"]) for o in told} == {(100, 256)}
+    assert "3/3 done (0 failed)" in amoeba("results", out).stdout
 
 
 @pytest.mark.integration

@@ -17,15 +17,6 @@ TRAIN = ["--model=resnet18", "--image_size=32", "--train_batch_size=32", "--eval
          "--optimizer=momentum", "--lr=0.05", "--lr_schedule=cosine", "--iterations_per_loop=5"]
 
 
-@pytest.fixture(scope="module")
-def cifar_mini(shared_dir, tmp_path_factory):
-    src = os.path.join(shared_dir, "data", "cifar10-mini")
-    out = str(tmp_path_factory.mktemp("data") / "cifar")
-    amoeba("prepare", f"--train_csv={src}/train_set.csv", f"--eval_csv={src}/eval_set.csv",
-           f"--labels={src}/labels.txt", f"--output_dir={out}")
-    return src, out
-
-
 def summary_steps(folder, tag):
     steps = []
     for path in sorted(glob.glob(os.path.join(folder, "events.out.tfevents.*"))):

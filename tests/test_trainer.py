@@ -1,3 +1,7 @@
+import json
+import subprocess
+import sys
+
 import keras
 import numpy as np
 import pytest
@@ -6,10 +10,11 @@ from searchspace import Block, NasNetGenotype, make_cell
 from searchspace.ops import NASNET_OPS
 from searchspace.references import REFERENCES
 from trainer.candidate import CandidateFailed, train_candidate
-from trainer.data import BUILTIN_DATASETS, eval_pipeline, load_digits
+from trainer.proxy_data import eval_pipeline, load_digits
 from trainer.nasnet import NasNetConfig, build_nasnet
-from trainer.proxy import BUILTIN_DATASETS as PROXY_DATASETS
+from trainer.proxy import PROXY_DATASETS
 from trainer.proxy import ProxyConfig
+from tests.conftest import QUIET_TF, REPO
 
 TINY = NasNetGenotype(make_cell([Block((0, 1), ("sep_conv_3x3", "none"))]),
                       make_cell([Block((0, 1), ("max_pool_3x3", "none"))]))
@@ -43,7 +48,7 @@ def test_width_doubles_at_each_reduction():
 
 
 def test_digits_split_is_fixed_and_stratified():
-    a, b = load_digits(), load_digits()
+    a, b = load_digits(ProxyConfig()), load_digits(ProxyConfig())
     assert a.x_train.shape == (1437, 8, 8, 1) and a.x_val.shape == (360, 8, 8, 1)
     np.testing.assert_array_equal(a.y_val, b.y_val)
     counts = np.bincount(a.y_val, minlength=10)
@@ -58,8 +63,10 @@ def test_eval_pipeline_pads_to_fixed_batches_with_zero_weight():
     assert float(sum(np.sum(w) for _, _, w in batches)) == 10.0
 
 
-def test_proxy_datasets_match_the_loaders_and_bad_config_fails():
-    assert set(PROXY_DATASETS) == set(BUILTIN_DATASETS)
+def test_every_proxy_dataset_has_a_loader_and_bad_config_fails():
+    from trainer import proxy_data
+
+    assert all(callable(getattr(proxy_data, f"load_{name}")) for name in PROXY_DATASETS)
     with pytest.raises(ValueError, match="dataset"):
         ProxyConfig(dataset="imagenet21k")
     with pytest.raises(ValueError, match="epochs"):
@@ -84,3 +91,33 @@ def test_nan_loss_is_a_candidate_failure():
 def test_timeout_is_a_candidate_failure():
     with pytest.raises(CandidateFailed, match="timeout"):
         train_candidate(TINY, ProxyConfig(epochs=50, filters=4, timeout_s=0.5))
+
+
+WORKER = """
+import json, sys
+from searchspace import Block, NasNetGenotype, make_cell
+from trainer.candidate import CandidateFailed, train_candidate
+from trainer.proxy import ProxyConfig
+tiny = NasNetGenotype(make_cell([Block((0, 1), ("sep_conv_3x3", "none"))]),
+                      make_cell([Block((0, 1), ("max_pool_3x3", "none"))]))
+other = NasNetGenotype(make_cell([Block((0, 1), ("avg_pool_3x3", "sep_conv_5x5"))]),
+                       make_cell([Block((1, 0), ("sep_conv_3x3", "max_pool_3x3"))]))
+if sys.argv[1] == "warm":  # earlier trials in this worker: another candidate, then one that timed out
+    train_candidate(other, ProxyConfig(epochs=1, filters=6, seed=4, threads=1))
+    try:
+        train_candidate(other, ProxyConfig(epochs=50, filters=4, seed=5, threads=1, timeout_s=0.5))
+    except CandidateFailed:
+        pass
+print(json.dumps(train_candidate(tiny, ProxyConfig(epochs=1, filters=4, seed=3, threads=1))))
+"""
+
+
+@pytest.mark.integration
+def test_a_warm_worker_gives_the_same_result_as_a_fresh_one():
+    """A candidate trained in a worker that already ran others (one of them failed) gets exactly
+    the metrics it gets in a fresh process: reusing workers changes no result."""
+    measured = ("val_accuracy", "val_loss", "train_loss", "params")
+    fresh, warm = ({k: v for k, v in json.loads(subprocess.run(
+        [sys.executable, "-c", WORKER, mode], capture_output=True, text=True, check=True, cwd=REPO,
+        env=QUIET_TF).stdout.splitlines()[-1]).items() if k in measured} for mode in ("fresh", "warm"))
+    assert warm == fresh and len(fresh) == len(measured)

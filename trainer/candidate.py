@@ -1,23 +1,32 @@
 """Train one search candidate on a proxy task and measure it.
 
-A plain tf.function training step instead of `model.fit`: its first step (tracing) costs 0.84x of
-fit's on CPU (benchmarks/trial_overhead.py), and on short proxy runs that fixed cost dominates.
-Candidate failures (NaN loss, out of memory, timeout) raise `CandidateFailed` with the reason;
-anything else is a bug or a config error and propagates. This module must not import Ray.
+A plain tf.function training step instead of `model.fit`, and the cheapest first step measured
+(benchmarks/trial_overhead.py, table in benchmarks/README.md): the optimizer's slots are built
+before tracing (a step that creates variables is traced twice), and Grappler's meta-optimizer is
+off for proxy steps (it cost more in the first step than it saved in the few hundred that follow).
+Each call starts from a cleared Keras session, so a warm worker process trains trial after trial
+with results identical to a fresh process's. Candidate failures (NaN loss, out of memory, timeout)
+raise `CandidateFailed` with the reason; anything else is a bug or a config error and propagates.
+This module must not import Ray.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
 import time
+from typing import Iterator
 
 import keras
 import tensorflow as tf
 
 from searchspace.nasnet import NasNetGenotype
-from trainer.data import eval_pipeline, load_builtin, train_pipeline
 from trainer.nasnet import NasNetConfig, build_nasnet
 from trainer.proxy import ProxyConfig
+from trainer.proxy_data import eval_pipeline, load_proxy_data, train_pipeline
+
+GRAPPLER_OFF = {"disable_meta_optimizer": True}
 
 
 class CandidateFailed(Exception):
@@ -34,19 +43,39 @@ def _set_threads(threads: int) -> None:
         pass
 
 
+@contextlib.contextmanager
+def graph_options(options: dict[str, bool]) -> Iterator[None]:
+    """Grappler options for the functions first run inside; the process's own restored after."""
+    before = tf.config.optimizer.get_experimental_options()
+    tf.config.optimizer.set_experimental_options(options)
+    try:
+        yield
+    finally:
+        tf.config.optimizer.set_experimental_options({**{k: None for k in options}, **before})
+
+
+def reset_keras() -> None:
+    """Forget the previous trial's models, graphs and name counters (a warm worker's next trial)."""
+    keras.backend.clear_session(free_memory=True)
+    gc.collect()
+
+
 def train_candidate(genotype: NasNetGenotype, proxy: ProxyConfig) -> dict[str, float]:
     """Train `genotype` on the proxy task; return validation accuracy, size and timings."""
     _set_threads(proxy.threads)
+    reset_keras()
     t_start = time.perf_counter()
-    data = load_builtin(proxy.dataset)
+    data = load_proxy_data(proxy)
+    load_seconds = time.perf_counter() - t_start
     keras.utils.set_random_seed(proxy.seed)
     config = NasNetConfig(num_cells=3 * proxy.num_cells, filters=proxy.filters, stem="cifar")
     model = build_nasnet(genotype, data.input_shape, data.num_classes, config)
-    train_ds = train_pipeline(data.x_train, data.y_train, proxy.batch_size, proxy.seed)
+    train_ds = train_pipeline(data.x_train, data.y_train, proxy.batch_size, proxy.seed, proxy.spec.augment)
     steps_per_epoch = len(data.x_train) // proxy.batch_size
     total_steps = steps_per_epoch * proxy.epochs
     schedule = keras.optimizers.schedules.CosineDecay(proxy.learning_rate, total_steps)
     optimizer = keras.optimizers.SGD(schedule, momentum=proxy.momentum, nesterov=True)
+    optimizer.build(model.trainable_variables)  # slots made outside the step: one trace, not two
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
     @tf.function(autograph=False)
@@ -65,37 +94,45 @@ def train_candidate(genotype: NasNetGenotype, proxy: ProxyConfig) -> dict[str, f
         return tf.reduce_sum(correct * w), tf.reduce_sum(losses * w)
 
     setup_seconds = time.perf_counter() - t_start
-    deadline = t_start + proxy.timeout_s if proxy.timeout_s else math.inf
+    # the time limit starts after the data is in memory: a fresh worker's decoding is not the candidate's
+    deadline = t_start + load_seconds + proxy.timeout_s if proxy.timeout_s else math.inf
     first_step_seconds = 0.0
     t_train = time.perf_counter()
     try:
-        for epoch in range(proxy.epochs):
-            loss_sum = tf.zeros(())
-            for step, (x, y) in enumerate(train_ds):
-                t_step = time.perf_counter()
-                loss_sum += train_step(x, y)
-                if epoch == 0 and step == 0:
-                    first_step_seconds = time.perf_counter() - t_step
-                if time.perf_counter() > deadline:
-                    raise CandidateFailed(f"timeout: over {proxy.timeout_s:g} s in epoch {epoch}")
-            train_loss = float(loss_sum) / steps_per_epoch
-            if not math.isfinite(train_loss):
-                raise CandidateFailed(f"NaN loss: mean training loss {train_loss} in epoch {epoch}")
-        train_seconds = time.perf_counter() - t_train
-        t_eval = time.perf_counter()
-        correct = loss = 0.0
-        for x, y, w in eval_pipeline(data.x_val, data.y_val, proxy.batch_size):
-            c, l = eval_step(x, y, w)
-            correct, loss = correct + float(c), loss + float(l)
+        with graph_options(GRAPPLER_OFF):
+            for epoch in range(proxy.epochs):
+                loss_sum = tf.zeros(())
+                for step, (x, y) in enumerate(train_ds):
+                    t_step = time.perf_counter()
+                    loss_sum += train_step(x, y)
+                    if epoch == 0 and step == 0:
+                        first_step_seconds = time.perf_counter() - t_step
+                    if time.perf_counter() > deadline:
+                        raise CandidateFailed(f"timeout: over {proxy.timeout_s:g} s in epoch {epoch}")
+                train_loss = float(loss_sum) / steps_per_epoch
+                if not math.isfinite(train_loss):
+                    raise CandidateFailed(f"NaN loss: mean training loss {train_loss} in epoch {epoch}")
+            train_seconds = time.perf_counter() - t_train
+            t_eval = time.perf_counter()
+            correct = loss = 0.0
+            for x, y, w in eval_pipeline(data.x_val, data.y_val, proxy.batch_size):
+                c, l = eval_step(x, y, w)
+                correct, loss = correct + float(c), loss + float(l)
     except tf.errors.ResourceExhaustedError as err:
         raise CandidateFailed(f"out of memory: {err.message.splitlines()[0]}") from None
     n_val = len(data.x_val)
     steady_images = (total_steps - 1) * proxy.batch_size
+    params = int(model.count_params())
+    del model, optimizer, train_step, eval_step
+    reset_keras()
     return {
         "val_accuracy": correct / n_val,
+        "validation_images": n_val,
+        "train_images": len(data.x_train),
         "val_loss": loss / n_val,
         "train_loss": train_loss,
-        "params": int(model.count_params()),
+        "params": params,
+        "load_seconds": load_seconds,
         "setup_seconds": setup_seconds,
         "first_step_seconds": first_step_seconds,
         "train_seconds": train_seconds,

@@ -1,21 +1,55 @@
-"""The proxy task a search candidate is trained on: a plain value object.
+"""The proxy task a search candidate is trained on: a plain value object, and the one registry of
+proxy datasets.
 
-Importing this module must stay cheap for the search driver: no TensorFlow here.
+Importing this module must stay cheap for the search driver: no TensorFlow here (the loaders,
+in trainer/proxy_data.py, run in the trial workers).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-# Built-in datasets (loaders in trainer/data.py).
-BUILTIN_DATASETS = ("digits",)
+
+@dataclass(frozen=True)
+class ProxyDataset:
+    """One entry of the registry. `image_size` is the size used when the search gives none;
+    `validation_fraction` the share of the training split held out when it gives no count."""
+
+    description: str
+    image_size: int
+    validation_fraction: float
+    num_images: int = 0  # a built-in's size (a data dir's is in its metadata.json)
+    needs_data_dir: bool = False
+    augment: bool = False  # CIFAR-style: pad by image_size/8, random crop back, random flip
+
+
+# One entry per proxy dataset; the loader of each is `trainer.proxy_data.load_<name>`.
+PROXY_DATASETS: dict[str, ProxyDataset] = {
+    "digits": ProxyDataset("scikit-learn's 1,797 8x8 handwritten digits (built in)", image_size=8,
+                           validation_fraction=0.2, num_images=1797),
+    "prepared": ProxyDataset("the training split of a dir made by `amoeba prepare` (--data)", image_size=32,
+                             validation_fraction=0.1, needs_data_dir=True, augment=True),
+}
+DATA_DIR_DATASET = "prepared"
+
 
 @dataclass(frozen=True)
 class ProxyConfig:
-    """The proxy task a candidate is trained on during search."""
+    """The proxy task a candidate is trained on during search.
+
+    `validation_images` are held out of the dataset's TRAINING split (stratified, fixed seed) and
+    are what a candidate is scored on; 0 means the dataset's validation_fraction. A prepared dir's
+    evaluation split is never read. `train_images` caps the training images (0: all the rest);
+    `image_size` 0 means the dataset's own size.
+    """
 
     dataset: str = "digits"
+    data: str | None = None  # a dir made by `amoeba prepare`, for dataset "prepared"
+    image_size: int = 0
+    validation_images: int = 0
+    train_images: int = 0
     epochs: int = 4
     num_cells: int = 1
     filters: int = 8
@@ -32,10 +66,102 @@ class ProxyConfig:
         for name, value in positive.items():
             if not value > 0:
                 raise ValueError(f"proxy {name}: must be positive, got {value}")
-        if self.dataset not in BUILTIN_DATASETS:
-            raise ValueError(f"proxy dataset: unknown {self.dataset!r}; built-in: {list(BUILTIN_DATASETS)}")
-        if self.timeout_s < 0 or self.threads < 0:
-            raise ValueError("proxy timeout_s and threads must be >= 0")
+        if self.dataset not in PROXY_DATASETS:
+            raise ValueError(f"proxy dataset: unknown {self.dataset!r}; known: {sorted(PROXY_DATASETS)}")
+        if self.spec.needs_data_dir and not self.data:
+            raise ValueError(f"proxy dataset {self.dataset!r} needs --data=DIR (a dir made by `amoeba prepare`)")
+        if self.data and not self.spec.needs_data_dir:
+            raise ValueError(f"proxy dataset {self.dataset!r} is built in and reads no --data dir "
+                             f"(--data={self.data}); leave --dataset unset to search on the dir")
+        for name in ("image_size", "validation_images", "train_images", "timeout_s", "threads"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"proxy {name}: must be >= 0, got {getattr(self, name)}")
+
+    @property
+    def spec(self) -> ProxyDataset:
+        return PROXY_DATASETS[self.dataset]
+
+    @property
+    def input_size(self) -> int:
+        """The image size candidates see."""
+        return self.image_size or self.spec.image_size
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def data_key(self) -> tuple[Any, ...]:
+        """What decides the loaded arrays: trials with the same key share a worker's cached data."""
+        return (self.dataset, self.data, self.input_size, self.validation_images, self.train_images)
+
+
+MAX_PROXY_BYTES = 6 << 30  # decoded images one trial worker may hold in memory
+
+
+@dataclass(frozen=True)
+class SplitPlan:
+    """How a proxy uses a training split: its first `pool` images in file order are read, of which
+    `num_validation` are held out (stratified, fixed seed) and `num_train` train the candidates."""
+
+    pool: int
+    num_validation: int
+    num_train: int
+
+    def memory_bytes(self, image_size: int, channels: int = 3) -> int:
+        return self.pool * image_size * image_size * channels
+
+
+def _ceil(x: float) -> int:
+    return math.ceil(round(x, 9))  # 63 * 0.1 / 0.9 is 7.000000000000001, not 8 images
+
+
+def plan_split(proxy: ProxyConfig, num_images: int) -> SplitPlan:
+    """The split of `num_images` training-split images; ValueError when it cannot feed a batch.
+
+    Without a cap every image is in the pool and validation_images (or the dataset's fraction of
+    the pool) are held out. With `train_images`, the pool is the cap plus the hold-out, as far as
+    the data goes; when the data ends first, the fraction applies to what there is."""
+    fraction = proxy.spec.validation_fraction
+    wanted_val = proxy.validation_images or _ceil(proxy.train_images * fraction / (1 - fraction))
+    if proxy.train_images and proxy.train_images + wanted_val <= num_images:
+        pool = proxy.train_images + wanted_val
+        num_val = wanted_val
+    else:
+        pool = num_images
+        num_val = min(proxy.validation_images or _ceil(pool * fraction), pool)
+    num_train = min(pool - num_val, proxy.train_images or pool)
+    if num_train < proxy.batch_size:
+        raise ValueError(f"{proxy.data or proxy.dataset}: {num_images} training-split images leave {num_train} to "
+                         f"train on after {num_val} held out for validation, fewer than batch_size {proxy.batch_size}")
+    return SplitPlan(pool, num_val, num_train)
+
+
+def check_proxy(proxy: ProxyConfig) -> SplitPlan:
+    """What the search driver checks before any trial starts: the split fits the data (and, for a
+    data dir, memory). ValueError / FileNotFoundError name the dir or dataset and what to change."""
+    if proxy.spec.needs_data_dir:
+        return check_data_dir(proxy)
+    return plan_split(proxy, proxy.spec.num_images)
+
+
+def check_data_dir(proxy: ProxyConfig) -> SplitPlan:
+    """Read a prepared dir's metadata.json (no TensorFlow) and check the proxy fits in memory.
+
+    ValueError or FileNotFoundError name the dir and what to change; the search driver calls this
+    before any trial starts."""
+    from trainer import storage
+
+    path = storage.join(proxy.data, "metadata.json")
+    if not storage.exists(path):
+        raise FileNotFoundError(f"{proxy.data}: no metadata.json; make the dir with `amoeba prepare` "
+                                f"(or `amoeba prepare --index_tfrecords` for TFRecords made elsewhere)")
+    try:
+        num_images = int(storage.read_json(path)["num_train_images"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise ValueError(f"{path}: malformed metadata ({type(err).__name__}: {err})") from None
+    plan = plan_split(proxy, num_images)
+    need = plan.memory_bytes(proxy.input_size)
+    if need > MAX_PROXY_BYTES:
+        raise ValueError(f"{proxy.data}: {plan.pool:,} images at {proxy.input_size} px need {need / 2**30:.1f} GiB "
+                         f"in each trial worker's memory (limit {MAX_PROXY_BYTES / 2**30:.0f} GiB); "
+                         f"cap them with --train_images or a smaller --image_size")
+    return plan

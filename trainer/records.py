@@ -185,7 +185,7 @@ def _augment(image: tf.Tensor, seed: tf.Tensor, image_size: int) -> tf.Tensor:
 
 # ---- datasets ----
 
-def _shards(data_dir: str, prefix: str) -> list[str]:
+def shard_files(data_dir: str, prefix: str) -> list[str]:
     files = sorted(tf.io.gfile.glob(f"{data_dir.rstrip('/')}/{prefix}-*"))
     if not files:
         raise FileNotFoundError(
@@ -200,7 +200,7 @@ def _read(files: tf.data.Dataset, num_files: int) -> tf.data.Dataset:
         deterministic=True)
 
 
-def _parser(label_offset: int) -> Callable[[tf.Tensor], tuple[tf.Tensor, tf.Tensor]]:
+def parser(label_offset: int) -> Callable[[tf.Tensor], tuple[tf.Tensor, tf.Tensor]]:
     features = {
         "image/encoded": tf.io.FixedLenFeature([], tf.string),
         "image/class/label": tf.io.FixedLenFeature([], tf.int64),
@@ -228,8 +228,8 @@ def train_dataset(data_dir: str, batch_size: int, image_size: int, *, label_offs
     batches however many threads map. cache=True keeps the decoded images in memory (small data).
     """
     _check_sizes(batch_size, image_size)
-    files = _shards(data_dir, TRAIN_PREFIX)
-    parse = _parser(label_offset)
+    files = shard_files(data_dir, TRAIN_PREFIX)
+    parse = parser(label_offset)
     if cache:
         def decode(serialized: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
             encoded, label = parse(serialized)
@@ -269,9 +269,9 @@ def eval_dataset(data_dir: str, batch_size: int, image_size: int, *, label_offse
     """(images, labels, weights): every example once, in a fixed order, then zero-weight padding
     to a whole last batch, so every batch has the same shape and weighted accuracy is exact."""
     _check_sizes(batch_size, image_size)
-    files = _shards(data_dir, EVAL_PREFIX)
+    files = shard_files(data_dir, EVAL_PREFIX)
     parallel = tf.data.AUTOTUNE
-    data = _read(tf.data.Dataset.from_tensor_slices(files), len(files)).map(_parser(label_offset), parallel)
+    data = _read(tf.data.Dataset.from_tensor_slices(files), len(files)).map(parser(label_offset), parallel)
     if cache:  # preprocess_for_eval in two steps, the decoded images cached in between
         data = (data.map(lambda encoded, y: (_decode(encoded), y), parallel).cache()
                 .map(lambda image, y: (_eval_from_decoded(image, image_size), y), parallel))

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 from absl import app, flags
 
 from experiments.search import SearchConfig, open_search, run_search, summary
-from trainer.proxy import ProxyConfig
+from trainer.storage import is_gcs
+from trainer.proxy import DATA_DIR_DATASET, PROXY_DATASETS, ProxyConfig
 
 FLAGS = flags.FlagValues()
 _PROXY = ProxyConfig()  # flag defaults come from the config objects, not a second copy
@@ -14,7 +17,19 @@ _SEARCH = SearchConfig(output_dir="")
 flags.DEFINE_string("output_dir", None, "Folder for the journal and results; rerun to resume.", flag_values=FLAGS)
 flags.DEFINE_enum("algorithm", _SEARCH.algorithm, ["regularized_evolution", "random"], "Search algorithm.",
                   flag_values=FLAGS)
-flags.DEFINE_string("dataset", _PROXY.dataset, "Proxy dataset (built-in: digits).", flag_values=FLAGS)
+flags.DEFINE_string("data", None, "A dir made by `amoeba prepare` to search on (its training split only; "
+                    "the evaluation split is never read).", flag_values=FLAGS)
+flags.DEFINE_enum("dataset", None, sorted(PROXY_DATASETS), f"Proxy dataset (default: {_PROXY.dataset}, or "
+                  f"{DATA_DIR_DATASET} with --data).", flag_values=FLAGS)
+flags.DEFINE_integer("image_size", _PROXY.image_size, "Image size candidates see; images are resized "
+                     "(0: the dataset's own: " + ", ".join(f"{k} {v.image_size}" for k, v in PROXY_DATASETS.items())
+                     + ").", flag_values=FLAGS)
+flags.DEFINE_integer("validation_images", _PROXY.validation_images, "Images held out of the training split "
+                     "(stratified, fixed seed) to score candidates (0: " + ", ".join(
+                         f"{k} {v.validation_fraction:.0%}" for k, v in PROXY_DATASETS.items()) + ").",
+                     flag_values=FLAGS)
+flags.DEFINE_integer("train_images", _PROXY.train_images, "Cap on the training images a candidate trains on "
+                     "(0: all that are not held out).", flag_values=FLAGS)
 flags.DEFINE_integer("max_trials", _SEARCH.max_trials, "Total number of trials of the search.", flag_values=FLAGS)
 flags.DEFINE_integer("population_size", _SEARCH.population_size, "P: population size.", flag_values=FLAGS)
 flags.DEFINE_integer("sample_size", _SEARCH.sample_size, "S: tournament sample size.", flag_values=FLAGS)
@@ -33,6 +48,9 @@ flags.DEFINE_float("trial_timeout_s", _PROXY.timeout_s, "A candidate still train
                    flag_values=FLAGS)
 flags.DEFINE_float("cpus_per_trial", _SEARCH.cpus_per_trial, "CPUs per trial (0: CPUs / max_concurrent).",
                    flag_values=FLAGS)
+flags.DEFINE_bool("reuse_workers", _SEARCH.reuse_workers, "Keep each trial worker process warm for the next "
+                  "trial (Ray Tune actor reuse); --noreuse_workers starts a fresh process per trial.",
+                  flag_values=FLAGS)
 flags.DEFINE_string("ray_address", None, "Address of an existing Ray cluster (default: local).", flag_values=FLAGS)
 flags.DEFINE_string("upload_to", None, "gs://BUCKET/PATH: keep a copy of the journal and results there "
                     "(google-cloud-storage; the output dir stays the state).", flag_values=FLAGS)
@@ -54,10 +72,15 @@ def main(args: list[str]) -> None:
             seed=FLAGS.seed,
             num_blocks=FLAGS.num_blocks,
             cpus_per_trial=FLAGS.cpus_per_trial,
+            reuse_workers=FLAGS.reuse_workers,
             ray_address=FLAGS.ray_address,
             upload_to=FLAGS.upload_to,
             proxy=ProxyConfig(
-                dataset=FLAGS.dataset,
+                dataset=FLAGS.dataset or (DATA_DIR_DATASET if FLAGS.data else _PROXY.dataset),
+                data=FLAGS.data if not FLAGS.data or is_gcs(FLAGS.data) else os.path.abspath(FLAGS.data),
+                image_size=FLAGS.image_size,
+                validation_images=FLAGS.validation_images,
+                train_images=FLAGS.train_images,
                 epochs=FLAGS.epochs,
                 num_cells=FLAGS.num_cells,
                 filters=FLAGS.filters,
@@ -68,7 +91,7 @@ def main(args: list[str]) -> None:
             ),
         )
         algorithm = open_search(config)
-    except ValueError as err:  # a config error: fail at once, before any trial
+    except (ValueError, FileNotFoundError) as err:  # a config error: fail at once, before any trial
         raise app.UsageError(str(err)) from None
     run_search(config, algorithm)
     print(summary(algorithm, config.output_dir))

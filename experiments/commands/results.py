@@ -1,0 +1,52 @@
+"""amoeba results DIR [--top=10] [--format=table|csv|json]: a search's results, also while it runs.
+
+Reads the search's own files (journal.jsonl, replayed read-only, and search_config.json); starts
+no Ray and changes nothing in DIR.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from absl import app, flags
+
+FLAGS = flags.FlagValues()
+F = {"flag_values": FLAGS}
+flags.DEFINE_integer("top", 10, "Show the best this many trials by the objective (0: every trial, in id order).",
+                     lower_bound=0, **F)
+flags.DEFINE_enum("format", "table", ["table", "csv", "json"], "Output format.", **F)
+
+
+def main(args: list[str]) -> None:
+    from evolution import JournalError, resume
+    from experiments.progress import journal_pace, status_line
+    from experiments.results import results_table, top_trials
+    from experiments.search import CONFIG, JOURNAL
+    from trainer.storage import read_json
+
+    if len(args) != 1:
+        raise app.UsageError(f"results takes one search dir, got {args or 'none'}")
+    out = args[0]
+    journal = os.path.join(out, JOURNAL)
+    if not os.path.exists(journal):
+        raise app.UsageError(f"{out}: no {JOURNAL}: not a search dir (amoeba search --output_dir=...)")
+    try:
+        algorithm = resume(journal, read_only=True)
+    except JournalError as err:
+        raise app.UsageError(str(err)) from None
+    table = results_table(algorithm)
+    if FLAGS.top:
+        table = top_trials(table, algorithm, FLAGS.top)
+    if FLAGS.format == "csv":
+        print(table.to_csv(index=False), end="")
+    elif FLAGS.format == "json":
+        print(json.dumps(json.loads(table.to_json(orient="records")), indent=1))
+    else:
+        config_path = os.path.join(out, CONFIG)
+        max_trials = read_json(config_path)["max_trials"] if os.path.exists(config_path) else len(algorithm.trials)
+        print(f"{out}: {algorithm.name}, {status_line(algorithm, max_trials)}; {journal_pace(algorithm, max_trials)}")
+        shown = ["trial_id", "parent_id", "status", algorithm.objective, "params", "trial_seconds", "mutation"]
+        print(table[list(dict.fromkeys(shown))].to_string(
+            index=False, float_format=lambda v: f"{v:.4f}", max_colwidth=60) if len(table) else
+              "no successful trial yet" if algorithm.outcomes else "no trial finished yet")

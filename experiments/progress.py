@@ -1,0 +1,85 @@
+"""What a person watching a search reads: a summary line every minute and at the end.
+
+`progress_line` is a pure function of the algorithm's records; `ProgressCallback` prints it from
+inside Tune's driver loop. Must not train anything.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ray.tune import Callback
+
+from evolution import SearchAlgorithm
+
+SUMMARY_EVERY_S = 60.0
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
+
+
+def status_line(algorithm: SearchAlgorithm, max_trials: int) -> str:
+    """done / failed / running / left, and the best so far."""
+    done = algorithm.completed()
+    running = len(algorithm.pending())
+    failed = sum(o.status != "ok" for o in algorithm.outcomes.values())
+    left = max(0, max_trials - done - running)
+    best = algorithm.best()
+    best_text = f"best {best[1].metrics[algorithm.objective]:.4f} (trial {best[0].trial_id})" if best else "no best yet"
+    return f"{done}/{max_trials} done ({failed} failed), {running} running, {left} left; {best_text}"
+
+
+def pace(finished: int, elapsed_s: float, left: int) -> str:
+    """Trials per hour over `elapsed_s`, and the ETA of `left` more trials at that pace."""
+    if finished <= 0 or elapsed_s <= 0:
+        return "-- trials/h; ETA --"
+    rate = finished / elapsed_s * 3600
+    return f"{rate:.1f} trials/h; " + (f"ETA {_duration(left / rate * 3600)}" if left > 0 else "finished")
+
+
+def progress_line(algorithm: SearchAlgorithm, max_trials: int, done_at_start: int, elapsed_s: float) -> str:
+    """`status_line`, then trials per hour and the ETA at this run's pace."""
+    done = algorithm.completed()
+    return (f"[progress {_duration(elapsed_s)}] {status_line(algorithm, max_trials)}; "
+            f"{pace(done - done_at_start, elapsed_s, max_trials - done)}")
+
+
+def journal_pace(algorithm: SearchAlgorithm, max_trials: int) -> str:
+    """The pace between the first and the last result the journal times (a running search's, too)."""
+    times = sorted(o.told_at for o in algorithm.outcomes.values() if o.told_at is not None)
+    if len(times) < 2:
+        return pace(0, 0, 0)
+    return pace(len(times) - 1, times[-1] - times[0], max_trials - algorithm.completed())
+
+
+class ProgressCallback(Callback):
+    """Prints `progress_line` every `every_s` seconds of the driver loop, and once at the end."""
+
+    def __init__(self, algorithm: SearchAlgorithm, max_trials: int, every_s: float = SUMMARY_EVERY_S) -> None:
+        self.algorithm = algorithm
+        self.max_trials = max_trials
+        self.every_s = every_s
+        self.done_at_start = algorithm.completed()
+        self.started = self.last = time.monotonic()
+
+    def __getstate__(self) -> dict:
+        """Tune pickles its callbacks into tuner.pkl: the algorithm (and its open journal) stay out."""
+        return {"max_trials": self.max_trials, "every_s": self.every_s}
+
+    def __setstate__(self, state: dict) -> None:
+        raise NotImplementedError("a search resumes from its journal (run `amoeba search` again with the "
+                                  "same --output_dir), not from a pickled Tune experiment")
+
+    def line(self) -> str:
+        return progress_line(self.algorithm, self.max_trials, self.done_at_start, time.monotonic() - self.started)
+
+    def on_step_end(self, iteration: int, trials: list, **info) -> None:
+        if time.monotonic() - self.last >= self.every_s:
+            self.last = time.monotonic()
+            print(self.line(), flush=True)
+
+    def on_experiment_end(self, trials: list, **info) -> None:
+        print(self.line(), flush=True)

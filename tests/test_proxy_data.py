@@ -1,0 +1,116 @@
+"""Proxy data for a search: the split plan, loading a prepared dir into memory, the pipelines."""
+
+import glob
+import os
+
+import numpy as np
+import pytest
+
+from trainer import proxy_data
+from trainer.fake_imagenet import write_fake_imagenet
+from trainer.proxy import MAX_PROXY_BYTES, ProxyConfig, check_data_dir, plan_split
+from trainer.proxy_data import eval_pipeline, load_prepared, load_proxy_data, train_pipeline
+
+NUM_TRAIN, NUM_CLASSES = 200, 4
+
+
+@pytest.fixture(scope="module")
+def fake(tmp_path_factory) -> str:
+    """A prepared dir of 40x40 images, stored labels 1..4 (ImageNet's offset), 3 training shards,
+    and an evaluation split the proxy must never open (its shards are made unreadable)."""
+    out = str(tmp_path_factory.mktemp("proxy") / "fake")
+    write_fake_imagenet(out, num_train=NUM_TRAIN, num_eval=20, num_classes=NUM_CLASSES, image_size=40,
+                        label_offset=1, num_shards_train=3)
+    for path in glob.glob(os.path.join(out, "validation-*")):
+        with open(path, "wb") as f:
+            f.write(b"not a TFRecord: the search must never read the evaluation split")
+    return out
+
+
+def proxy(data: str, **kwargs) -> ProxyConfig:
+    return ProxyConfig(dataset="prepared", data=data, batch_size=16, **kwargs)
+
+
+def test_the_default_hold_out_is_a_tenth_of_the_training_split():
+    plan = plan_split(proxy("d"), 50_000)
+    assert (plan.pool, plan.num_validation, plan.num_train) == (50_000, 5_000, 45_000)
+    assert plan_split(ProxyConfig(), 1797).num_validation == 360  # digits: 20%, as before
+
+
+def test_train_images_caps_what_is_read_and_validation_images_is_exact():
+    plan = plan_split(proxy("d", train_images=900), 50_000)
+    assert (plan.pool, plan.num_validation, plan.num_train) == (1000, 100, 900)
+    plan = plan_split(proxy("d", train_images=900, validation_images=5000), 50_000)
+    assert (plan.pool, plan.num_validation, plan.num_train) == (5900, 5000, 900)
+
+
+def test_a_cap_beyond_the_data_holds_out_the_usual_fraction_of_what_there_is():
+    plan = plan_split(proxy("d", train_images=5000), 1000)
+    assert (plan.pool, plan.num_validation, plan.num_train) == (1000, 100, 900)
+    assert plan_split(proxy("d", train_images=63), 50_000).num_validation == 7  # ceil(63 / 9), no float slop
+
+
+def test_a_built_in_dataset_is_checked_before_the_search_starts():
+    from trainer.proxy import check_proxy
+
+    assert check_proxy(ProxyConfig()).num_train == 1437
+    with pytest.raises(ValueError, match="digits: 1797 training-split images leave 0 to train on"):
+        check_proxy(ProxyConfig(validation_images=5000))
+
+
+def test_a_split_too_small_for_a_batch_names_the_dir():
+    with pytest.raises(ValueError, match="mydata: 100 training-split images leave 0 to train on"):
+        plan_split(proxy("mydata", validation_images=100), 100)
+
+
+def test_data_dir_errors_name_the_dir_and_the_fix(fake, tmp_path):
+    with pytest.raises(FileNotFoundError, match=f"{tmp_path}: no metadata.json"):
+        check_data_dir(proxy(str(tmp_path)))
+    huge = int((MAX_PROXY_BYTES / (3 * 40 * 40)) ** 0.5 * 40) + 8  # pixels per side that overflow the limit
+    with pytest.raises(ValueError, match="cap them with --train_images or a smaller --image_size"):
+        check_data_dir(proxy(fake, image_size=huge * 10))
+    with pytest.raises(ValueError, match="needs --data"):
+        ProxyConfig(dataset="prepared")
+    with pytest.raises(ValueError, match="reads no --data"):
+        ProxyConfig(dataset="digits", data=fake)
+
+
+def test_a_prepared_dir_loads_its_training_split_only_with_a_stratified_hold_out(fake):
+    data = load_prepared(proxy(fake, image_size=16, validation_images=40))
+    assert data.x_train.shape == (160, 16, 16, 3) and data.x_val.shape == (40, 16, 16, 3)
+    assert data.x_train.dtype == np.uint8 and data.num_classes == NUM_CLASSES
+    assert sorted(set(data.y_train)) == list(range(NUM_CLASSES))  # label_offset 1 removed
+    assert np.bincount(data.y_val).tolist() == [10, 10, 10, 10]  # stratified
+    again = load_prepared(proxy(fake, image_size=16, validation_images=40))
+    np.testing.assert_array_equal(data.y_val, again.y_val)  # a fixed hold-out
+    np.testing.assert_array_equal(data.x_val, again.x_val)
+
+
+def test_images_are_decoded_once_per_worker(fake):
+    config = proxy(fake, train_images=100)
+    first = load_proxy_data(config)
+    assert load_proxy_data(ProxyConfig(**{**config.to_dict(), "seed": 5, "epochs": 9})) is first
+    assert load_proxy_data(proxy(fake, train_images=50)) is not first  # other images: loaded anew
+    assert len(proxy_data._CACHE) == 1  # one data set kept at a time
+
+
+def test_augmented_batches_keep_their_shape_and_repeat_for_a_seed():
+    x = np.arange(8 * 32 * 32 * 3, dtype=np.int64).reshape(8, 32, 32, 3) % 256
+    x, y = x.astype(np.uint8), np.arange(8, dtype=np.int32)
+
+    def batches(seed):
+        return [b for b in train_pipeline(x, y, 4, seed=seed, augment=True).as_numpy_iterator()]
+
+    a, b, c = batches(1), batches(1), batches(2)
+    assert [images.shape for images, _ in a] == [(4, 32, 32, 3)] * 2 and a[0][0].dtype == np.float32
+    assert all(np.array_equal(p[0], q[0]) for p, q in zip(a, b))
+    assert not all(np.array_equal(p[0], q[0]) for p, q in zip(a, c))
+    assert -1.0 <= min(images.min() for images, _ in a) and max(images.max() for images, _ in a) <= 1.0
+    plain = next(train_pipeline(x, y, 8, seed=1).as_numpy_iterator())[0]
+    assert sorted(np.round((plain + 1) * 127.5).astype(int).ravel().tolist()) == sorted(x.ravel().tolist())
+
+
+def test_eval_pipeline_scales_uint8_images_like_the_records_pipeline():
+    x = np.full((3, 4, 4, 3), 255, np.uint8)
+    images, _, weights = next(eval_pipeline(x, np.zeros(3, np.int32), 4).as_numpy_iterator())
+    assert images.shape == (4, 4, 4, 3) and images[:3].min() == 1.0 and weights.tolist() == [1, 1, 1, 0]

@@ -1,0 +1,59 @@
+"""`amoeba results` and the progress summary: read a search's files, while it runs or after."""
+
+import json
+import os
+from dataclasses import replace
+
+from evolution import RegularizedEvolution
+from experiments.progress import journal_pace, progress_line, status_line
+from searchspace import NasNetSpace
+from tests.conftest import amoeba
+
+
+def search_in_progress(out: str) -> RegularizedEvolution:
+    """A search dir as a running driver leaves it: 4 trials asked, 3 told (one failed), 1 in flight."""
+    os.makedirs(out)
+    with open(os.path.join(out, "search_config.json"), "w") as f:
+        json.dump({"max_trials": 10}, f)
+    algorithm = RegularizedEvolution(NasNetSpace(num_blocks=2), population_size=3, sample_size=2, seed=0,
+                                     journal_path=os.path.join(out, "journal.jsonl"))
+    trials = [algorithm.ask() for _ in range(4)]
+    algorithm.tell(trials[0].trial_id, {"val_accuracy": 0.5, "params": 100})
+    algorithm.tell(trials[1].trial_id, {"val_accuracy": 0.75, "params": 200})
+    algorithm.tell(trials[2].trial_id, error="NaN loss: mean training loss nan in epoch 0")
+    return algorithm
+
+
+def test_status_and_progress_lines_count_every_state(tmp_path):
+    algorithm = search_in_progress(str(tmp_path / "s"))
+    assert status_line(algorithm, 10) == "3/10 done (1 failed), 1 running, 6 left; best 0.7500 (trial 1)"
+    line = progress_line(algorithm, 10, done_at_start=1, elapsed_s=720)
+    assert line.startswith("[progress 12m00s] 3/10 done") and "10.0 trials/h" in line and "ETA 42m00s" in line
+    assert progress_line(algorithm, 10, done_at_start=3, elapsed_s=5).endswith("-- trials/h; ETA --")
+    told = sorted(algorithm.outcomes)  # results 10 minutes apart: 2 more in 20 minutes, 7 left
+    algorithm.outcomes.update({t: replace(algorithm.outcomes[t], told_at=1000.0 + 600 * i) for i, t in enumerate(told)})
+    assert journal_pace(algorithm, 10) == "6.0 trials/h; ETA 1h10m"
+
+
+def test_results_of_a_running_search_read_its_files_and_change_nothing(tmp_path):
+    out = str(tmp_path / "s")
+    search_in_progress(out).close()
+    journal = open(os.path.join(out, "journal.jsonl"), "rb").read()
+
+    table = amoeba("results", out).stdout
+    assert "regularized_evolution, 3/10 done (1 failed), 1 running, 6 left; best 0.7500 (trial 1)" in table
+    assert table.index("0.7500") < table.index("0.5000")  # best first
+
+    rows = json.loads(amoeba("results", out, "--format=json", "--top=1").stdout)
+    assert [(r["trial_id"], r["val_accuracy"], r["params"]) for r in rows] == [(1, 0.75, 200)]
+
+    csv = amoeba("results", out, "--format=csv", "--top=0").stdout.splitlines()
+    assert csv[0].startswith("trial_id,parent_id,mutation,genotype,key,status,val_accuracy")
+    assert [line.split(",")[0] for line in csv[1:]] == ["0", "1", "2", "3"]  # every trial, pending too
+    assert "pending" in csv[4] and "NaN loss" in csv[3]
+    assert open(os.path.join(out, "journal.jsonl"), "rb").read() == journal
+
+
+def test_results_of_a_dir_without_a_search_say_so(tmp_path):
+    result = amoeba("results", str(tmp_path), check=False)
+    assert result.returncode == 1 and f"{tmp_path}: no journal.jsonl: not a search dir" in result.stderr

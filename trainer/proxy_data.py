@@ -1,0 +1,157 @@
+"""Proxy datasets in memory, and their tf.data pipelines with fixed batch shapes.
+
+The loaders of trainer/proxy.py's registry: `load_<name>(proxy)` returns an ArrayDataset of the
+training images and the validation images held out of the TRAINING split (a prepared dir's
+evaluation split is never read here). Images are decoded once per worker process and kept (one
+data set at a time), so a warm worker's next trial starts without decoding. This module must not
+build models or know about search.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import tensorflow as tf
+
+from trainer import records
+from trainer.proxy import PROXY_DATASETS, ProxyConfig, SplitPlan, check_data_dir, plan_split
+
+log = logging.getLogger(__name__)
+SPLIT_SEED = 0
+
+
+@dataclass(frozen=True)
+class ArrayDataset:
+    """Images as float32 (any range) or uint8 (0..255, scaled to [-1, 1] by the pipelines)."""
+
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_val: np.ndarray
+    y_val: np.ndarray
+    num_classes: int
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return tuple(self.x_train.shape[1:])
+
+
+def hold_out(labels: np.ndarray, plan: SplitPlan) -> tuple[np.ndarray, np.ndarray]:
+    """(train indices, validation indices) of `plan.pool` labels: a stratified, seeded hold-out
+    (plain seeded when a class is too small to stratify); train capped at plan.num_train."""
+    from sklearn.model_selection import train_test_split
+
+    index = np.arange(len(labels))
+    try:
+        train, val = train_test_split(index, test_size=plan.num_validation, stratify=labels,
+                                      random_state=SPLIT_SEED)
+    except ValueError as err:  # a class with one image, or fewer held out than classes
+        log.warning("validation hold-out not stratified (%s)", err)
+        train, val = train_test_split(index, test_size=plan.num_validation, random_state=SPLIT_SEED)
+    return train[:plan.num_train], val
+
+
+def load_digits(proxy: ProxyConfig) -> ArrayDataset:
+    """Digits as float32 images in [0, 1], (8, 8, 1) or resized to proxy.image_size."""
+    from sklearn.datasets import load_digits as sklearn_digits
+
+    data = sklearn_digits()
+    x = (data.images / 16.0).astype("float32")[..., None]
+    y = data.target.astype("int32")
+    if proxy.input_size != x.shape[1]:
+        x = tf.image.resize(x, [proxy.input_size] * 2).numpy()
+    train, val = hold_out(y, plan_split(proxy, len(y)))
+    return ArrayDataset(x[train], y[train], x[val], y[val], num_classes=10)
+
+
+def _square_resized(encoded: tf.Tensor, size: int) -> tf.Tensor:
+    """uint8 [size, size, 3]: the image's centred square, resized (antialiased) when not already size."""
+    image = tf.io.decode_image(encoded, channels=3, expand_animations=False)
+    shape = tf.shape(image)
+    side = tf.minimum(shape[0], shape[1])
+    image = tf.image.crop_to_bounding_box(image, (shape[0] - side) // 2, (shape[1] - side) // 2, side, side)
+
+    def resize() -> tf.Tensor:
+        resized = tf.image.resize(image, [size, size], antialias=True)
+        return tf.cast(tf.clip_by_value(tf.round(resized), 0, 255), tf.uint8)
+
+    return tf.ensure_shape(tf.cond(tf.equal(side, size), lambda: image, resize), [size, size, 3])
+
+
+def load_prepared(proxy: ProxyConfig) -> ArrayDataset:
+    """The first plan.pool records of a prepared dir's training split (file order), decoded."""
+    info = records.read_metadata(proxy.data)
+    plan = check_data_dir(proxy)
+    files = records.shard_files(proxy.data, records.TRAIN_PREFIX)
+    parse = records.parser(info.label_offset)
+    size = proxy.input_size
+    data = (tf.data.TFRecordDataset(files).take(plan.pool).map(parse)
+            .map(lambda encoded, y: (_square_resized(encoded, size), y), num_parallel_calls=tf.data.AUTOTUNE)
+            .batch(1024).prefetch(2))
+    xs, ys = zip(*[(x.numpy(), y.numpy()) for x, y in data])
+    x, y = np.concatenate(xs), np.concatenate(ys)
+    del xs  # the batches: the pool is held once, then split
+    if y.min() < 0 or y.max() >= info.num_classes:
+        raise ValueError(f"{proxy.data}: labels outside 0..{info.num_classes - 1} after label_offset "
+                         f"{info.label_offset}")
+    train, val = hold_out(y, plan)
+    log.info("%s: %d training and %d validation images at %d px", proxy.data, len(train), len(val), size)
+    x_train, x_val = x[train], x[val]
+    del x
+    return ArrayDataset(x_train, y[train], x_val, y[val], num_classes=info.num_classes)
+
+
+_LOADERS = {"digits": load_digits, "prepared": load_prepared}
+assert set(_LOADERS) == set(PROXY_DATASETS), "every registry entry needs its loader here"
+_CACHE: dict[tuple, ArrayDataset] = {}
+
+
+def load_proxy_data(proxy: ProxyConfig) -> ArrayDataset:
+    """The proxy's data, decoded once per process: the last data set loaded is kept."""
+    key = proxy.data_key()
+    if key not in _CACHE:
+        _CACHE.clear()
+        _CACHE[key] = _LOADERS[proxy.dataset](proxy)
+    return _CACHE[key]
+
+
+def _to_float(x: tf.Tensor) -> tf.Tensor:
+    """uint8 pixels to [-1, 1] (the records pipeline's convention); float images as they are."""
+    return tf.cast(x, tf.float32) / 127.5 - 1.0 if x.dtype == tf.uint8 else x
+
+
+def _pad_crop_flip(image: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
+    """CIFAR-style: zero-pad by size/8 on each side, random crop back to size, random flip."""
+    size = image.shape[0]
+    pad = max(1, size // 8)
+    crop_seed, flip_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
+    padded = tf.pad(image, [[pad, pad], [pad, pad], [0, 0]])
+    cropped = tf.image.stateless_random_crop(padded, image.shape, crop_seed)
+    return tf.image.stateless_random_flip_left_right(cropped, flip_seed)
+
+
+def train_pipeline(x: np.ndarray, y: np.ndarray, batch_size: int, seed: int,
+                   augment: bool = False) -> tf.data.Dataset:
+    """One epoch, shuffled with `seed` (reshuffled each epoch), last partial batch dropped so every
+    step has the same shape; with `augment`, pad-crop-flip seeded per example."""
+    if len(x) < batch_size:
+        raise ValueError(f"batch_size {batch_size} is larger than the {len(x)} training images")
+    data = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=seed, reshuffle_each_iteration=True)
+    if augment:
+        seeds = tf.data.Dataset.random(seed=seed).batch(2)
+        data = tf.data.Dataset.zip((data, seeds)).map(
+            lambda xy, s: (_pad_crop_flip(xy[0], s), xy[1]), num_parallel_calls=tf.data.AUTOTUNE)
+    return (data.batch(batch_size, drop_remainder=True)
+            .map(lambda images, labels: (_to_float(images), labels))
+            .prefetch(tf.data.AUTOTUNE))
+
+
+def eval_pipeline(x: np.ndarray, y: np.ndarray, batch_size: int) -> tf.data.Dataset:
+    """Every example exactly once, padded to whole batches; padding carries sample weight 0."""
+    pad = -len(x) % batch_size
+    weights = np.concatenate([np.ones(len(x), "float32"), np.zeros(pad, "float32")])
+    x = np.concatenate([x, np.zeros((pad,) + x.shape[1:], x.dtype)])
+    y = np.concatenate([y, np.zeros(pad, y.dtype)])
+    return (tf.data.Dataset.from_tensor_slices((x, y, weights)).batch(batch_size)
+            .map(lambda images, labels, w: (_to_float(images), labels, w)).prefetch(tf.data.AUTOTUNE))

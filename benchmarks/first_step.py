@@ -2,11 +2,12 @@
 
 A new candidate's first step = Python tracing of the tf.function (Keras layer calls, the gradient
 tape, the optimizer update) + Grappler's graph optimisation and the first execution. This script
-splits the two (`get_concrete_function`, then the first call) for three variants of the same step,
+splits the two (`get_concrete_function`, then the first call) for four variants of the same step,
 each in a fresh process, alternated, on the same sampled cells:
-  keras_default: the step as it was (optimizer slots created inside the first trace);
-  prebuilt:      optimizer.build() before tracing (a step that creates variables is traced twice);
-  prebuilt_nograppler: also Grappler's meta-optimizer off (what trainer/candidate.py does).
+  keras_default:   the step as it was (Keras SGD, its slots created inside the first trace);
+  keras_prebuilt:  optimizer.build() before tracing (a step that creates variables is traced twice);
+  keras_nograppler: that, and Grappler's meta-optimizer off;
+  fused_nograppler: trainer/candidate.py's MomentumSGD (one fused op per variable), Grappler off.
 It also times steady steps, so a cut that slows training shows.
 Run: .venv/bin/python benchmarks/first_step.py [--cells=3 --proxy=digits|cifar]
 """
@@ -21,7 +22,7 @@ import time
 
 from child import run_child  # benchmarks/child.py: one measurement per fresh process
 
-VARIANTS = ("keras_default", "prebuilt", "prebuilt_nograppler")
+VARIANTS = ("keras_default", "keras_prebuilt", "keras_nograppler", "fused_nograppler")
 PROXIES = {"digits": ((8, 8, 1), 10, 8), "cifar": ((32, 32, 3), 10, 8)}  # input shape, classes, F (N=1)
 
 
@@ -30,29 +31,35 @@ def worker(variant: str, proxy: str, seed: int) -> None:
     import tensorflow as tf
 
     from searchspace import NasNetSpace
-    from trainer.candidate import GRAPPLER_OFF, graph_options
+    from trainer.candidate import GRAPPLER_OFF, MomentumSGD, graph_options
     from trainer.nasnet import NasNetConfig, build_nasnet
 
     shape, classes, filters = PROXIES[proxy]
     keras.utils.set_random_seed(seed)
     model = build_nasnet(NasNetSpace().sample(random.Random(seed)), shape, classes,
                          NasNetConfig(3, filters, "cifar"))
-    optimizer = keras.optimizers.SGD(0.01, momentum=0.9, nesterov=True)
-    if variant != "keras_default":
-        optimizer.build(model.trainable_variables)
+    if variant == "fused_nograppler":
+        fused = MomentumSGD(model.trainable_variables, lambda step: 0.01, 0.9)
+        update = fused.apply
+    else:
+        optimizer = keras.optimizers.SGD(0.01, momentum=0.9, nesterov=True)
+        if variant != "keras_default":
+            optimizer.build(model.trainable_variables)
+
+        def update(grads):
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
     @tf.function(autograph=False)
     def step(x, y):
         with tf.GradientTape() as tape:
             loss = loss_fn(y, model(x, training=True))
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        update(tape.gradient(loss, model.trainable_variables))
         return loss
 
     x = tf.random.stateless_normal((64,) + shape, seed=(seed, 0))
     y = tf.random.stateless_uniform((64,), (seed, 1), maxval=classes, dtype=tf.int32)
-    with graph_options(GRAPPLER_OFF if variant == "prebuilt_nograppler" else {}):
+    with graph_options(GRAPPLER_OFF if variant.endswith("nograppler") else {}):
         t = time.perf_counter()
         step.get_concrete_function(x, y)
         trace = time.perf_counter() - t
@@ -93,7 +100,7 @@ def main() -> None:
         first = m["trace"] + m["first_call"]
         print(f"{v:<22}{m['trace']:>9.2f}{m['first_call']:>23.2f}{first:>14.2f}{first / base:>12.2f}"
               f"{m['steady_step'] * 1000:>16.1f}")
-    chosen = mean["prebuilt_nograppler"]
+    chosen = mean["fused_nograppler"]
     figures = {
         "proxy": args.proxy, "cells": args.cells,
         **{f"{v}_{k}_s": round(m[k], 3) for v, m in mean.items() for k in ("trace", "first_call", "steady_step")},

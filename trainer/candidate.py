@@ -1,11 +1,12 @@
 """Train one search candidate on a proxy task and measure it.
 
 A plain tf.function training step instead of `model.fit`, and the cheapest first step measured
-(benchmarks/trial_overhead.py, table in benchmarks/README.md): the optimizer's slots are built
-before tracing (a step that creates variables is traced twice), and Grappler's meta-optimizer is
-off for proxy steps (it cost more in the first step than it saved in the few hundred that follow).
-Each call starts from a cleared Keras session, so a warm worker process trains trial after trial
-with results identical to a fresh process's. Candidate failures (NaN loss, out of memory, timeout)
+(benchmarks/first_step.py, table in benchmarks/README.md): the optimizer's variables exist before
+tracing (a step that creates variables is traced twice), the update is one fused TensorFlow op per
+variable (`MomentumSGD`), and Grappler's meta-optimizer is off for proxy steps (it cost more in the
+first step than it saved in the few hundred that follow). Each call starts from a cleared Keras
+session, so a warm worker process trains trial after trial with results identical to a fresh
+process's, and its memory stays flat (benchmarks/trial_memory.py). Candidate failures (NaN loss, out of memory, timeout)
 raise `CandidateFailed` with the reason; anything else is a bug or a config error and propagates.
 This module must not import Ray.
 """
@@ -31,6 +32,28 @@ GRAPPLER_OFF = {"disable_meta_optimizer": True}
 
 class CandidateFailed(Exception):
     """The candidate could not be evaluated: the search records the reason and goes on."""
+
+
+class MomentumSGD:
+    """SGD with Nesterov momentum and a learning-rate schedule, Keras's update rule
+    (m = momentum * m - lr * g; w += momentum * m - lr * g), one ResourceApplyKerasMomentum op per
+    variable. Keras's own optimizer, applied inside a tf.function, kept each trial's whole step graph
+    alive after the model was gone (about 130 MB per trial in a warm worker) and traces slower."""
+
+    def __init__(self, variables: list, schedule, momentum: float) -> None:
+        self.variables = [v.value if isinstance(v, keras.Variable) else v for v in variables]
+        self.accumulators = [tf.Variable(tf.zeros_like(v), trainable=False) for v in self.variables]
+        self.iterations = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.schedule = schedule
+        self.momentum = tf.constant(momentum, tf.float32)
+
+    def apply(self, grads: list) -> None:
+        """Inside the training step: one update of every variable, then the step count."""
+        lr = tf.cast(self.schedule(self.iterations), tf.float32)
+        for var, accumulator, grad in zip(self.variables, self.accumulators, grads):
+            tf.raw_ops.ResourceApplyKerasMomentum(var=var.handle, accum=accumulator.handle, lr=lr, grad=grad,
+                                                  momentum=self.momentum, use_nesterov=True)
+        self.iterations.assign_add(1)
 
 
 def _set_threads(threads: int) -> None:
@@ -74,16 +97,14 @@ def train_candidate(genotype: NasNetGenotype, proxy: ProxyConfig) -> dict[str, f
     steps_per_epoch = len(data.x_train) // proxy.batch_size
     total_steps = steps_per_epoch * proxy.epochs
     schedule = keras.optimizers.schedules.CosineDecay(proxy.learning_rate, total_steps)
-    optimizer = keras.optimizers.SGD(schedule, momentum=proxy.momentum, nesterov=True)
-    optimizer.build(model.trainable_variables)  # slots made outside the step: one trace, not two
+    optimizer = MomentumSGD(model.trainable_variables, schedule, proxy.momentum)  # before the trace
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
     @tf.function(autograph=False)
     def train_step(x, y):
         with tf.GradientTape() as tape:
             loss = loss_fn(y, model(x, training=True))
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        optimizer.apply(tape.gradient(loss, model.trainable_variables))
         return loss
 
     @tf.function(autograph=False)

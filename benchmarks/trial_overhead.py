@@ -7,7 +7,7 @@ the trial slots' time (search wall time x max_concurrent) into the parts the tri
 import, data load, model build, first step (tracing + graph optimisation), the remaining training
 steps, evaluation, and what lies outside the trial function (worker start, Ray dispatch, idle slots,
 Ray's own start-up). The non-training share is everything but the remaining training steps.
-Run: .venv/bin/python benchmarks/trial_overhead.py [--trials=16] [--flagfile=... --data=DIR --modes=warm,fresh]
+Run: .venv/bin/python benchmarks/trial_overhead.py [--trials=30] [--flagfile=... --data=DIR --modes=warm,fresh]
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--flagfile", default=os.path.join(REPO, "experiments/configs/search_digits.cfg"))
     parser.add_argument("--data", default=None)
-    parser.add_argument("--trials", type=int, default=16)
+    parser.add_argument("--trials", type=int, default=30)
     parser.add_argument("--modes", default="warm,fresh")
     args = parser.parse_args()
     modes = args.modes.split(",")

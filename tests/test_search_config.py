@@ -55,3 +55,9 @@ def test_a_search_made_before_the_data_settings_existed_still_resumes(tmp_path):
     open_search(dataclasses.replace(config, proxy=ProxyConfig(image_size=8))).close()  # digits' own size
     with pytest.raises(ValueError, match="proxy image_size: 8 before, 16 now"):
         open_search(dataclasses.replace(config, proxy=ProxyConfig(image_size=16)))
+
+
+def test_a_proxy_that_cannot_feed_a_batch_fails_before_the_journal(tmp_path):
+    with pytest.raises(ValueError, match="digits: 1797 training-split images leave 0 to train on"):
+        open_search(SearchConfig(output_dir=str(tmp_path), proxy=ProxyConfig(validation_images=5000)))
+    assert not (tmp_path / "journal.jsonl").exists()

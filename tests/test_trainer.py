@@ -66,7 +66,7 @@ def test_eval_pipeline_pads_to_fixed_batches_with_zero_weight():
 def test_every_proxy_dataset_has_a_loader_and_bad_config_fails():
     from trainer import proxy_data
 
-    assert all(callable(getattr(proxy_data, f"load_{name}")) for name in PROXY_DATASETS)
+    assert set(proxy_data.LOADERS) == set(PROXY_DATASETS)
     with pytest.raises(ValueError, match="dataset"):
         ProxyConfig(dataset="imagenet21k")
     with pytest.raises(ValueError, match="epochs"):

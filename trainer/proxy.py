@@ -25,7 +25,7 @@ class ProxyDataset:
     augment: bool = False  # CIFAR-style: pad by image_size/8, random crop back, random flip
 
 
-# One entry per proxy dataset; the loader of each is `trainer.proxy_data.load_<name>`.
+# One entry per proxy dataset; its loader is `trainer.proxy_data.LOADERS[name]`.
 PROXY_DATASETS: dict[str, ProxyDataset] = {
     "digits": ProxyDataset("scikit-learn's 1,797 8x8 handwritten digits (built in)", image_size=8,
                            validation_fraction=0.2, num_images=1797),

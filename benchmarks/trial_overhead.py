@@ -38,7 +38,9 @@ def run_search(flagfile: str, trials: int, mode: str, data: str | None, out: str
                    env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     wall = time.perf_counter() - t0
     concurrency = json.load(open(os.path.join(out, "search_config.json")))["max_concurrent"]
-    metrics = [o.metrics for o in resume(os.path.join(out, "journal.jsonl"), read_only=True).outcomes.values()]
+    algorithm = resume(os.path.join(out, "journal.jsonl"), read_only=True)
+    metrics = [o.metrics for o in algorithm.outcomes.values()]
+    results = {t: (algorithm.trials[t].genotype.key(), o.metrics["val_accuracy"]) for t, o in algorithm.outcomes.items()}
     total = {
         "import": sum(m["import_seconds"] for m in metrics),
         "load": sum(m["load_seconds"] for m in metrics),
@@ -51,7 +53,7 @@ def run_search(flagfile: str, trials: int, mode: str, data: str | None, out: str
     total["outside"] = slots - sum(m["trial_seconds"] for m in metrics)
     per_trial = {part: value / len(metrics) for part, value in total.items()}
     return {**per_trial, "slot_per_trial": slots / len(metrics), "wall": wall,
-            "workers": len({m["worker_pid"] for m in metrics}),
+            "workers": len({m["worker_pid"] for m in metrics}), "results": results,
             "mean_val_accuracy": statistics.mean(m["val_accuracy"] for m in metrics)}
 
 
@@ -81,6 +83,12 @@ def main() -> None:
         figures[f"{mode}_mean_val_accuracy"] = round(r["mean_val_accuracy"], 4)
     if {"warm", "fresh"} <= set(results):
         figures["wall_warm_over_fresh_ratio"] = round(results["warm"]["wall"] / results["fresh"]["wall"], 3)
+        # The same trial id got the same cell in both (always for the first P, random, trials; later ones
+        # depend on which results came in first): the same cell and seed must score the same.
+        warm, fresh = results["warm"]["results"], results["fresh"]["results"]
+        same = [t for t in warm if t in fresh and warm[t][0] == fresh[t][0]]
+        figures["same_cell_trials"] = len(same)
+        figures["same_cell_identical_accuracy"] = sum(warm[t][1] == fresh[t][1] for t in same)
     print(json.dumps(figures))
 
 

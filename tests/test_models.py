@@ -240,3 +240,19 @@ def test_build_model_and_report():
     assert report["multiply_adds"] == count_multiply_adds(model) > 0
     ref = build_model(ModelSpec("amoebanet_a", num_classes=5, image_size=32, num_cells=3, reduction_size=4))
     assert ref(images(1, 32)).shape == (1, 5)
+
+
+def test_fused_batch_norm_matches_keras_in_training_and_inference():
+    from trainer.nasnet import FusedBatchNormalization
+
+    x = np.random.default_rng(0).normal(2.0, 3.0, (16, 5, 5, 4)).astype("float32")
+    keras_bn = keras.layers.BatchNormalization(momentum=0.9, epsilon=1e-5)
+    fused_bn = FusedBatchNormalization(momentum=0.9, epsilon=1e-5)
+    for layer in (keras_bn, fused_bn):
+        layer.build(x.shape)
+        layer.gamma.assign(np.linspace(0.5, 2.0, 4))
+        layer.beta.assign(np.linspace(-1.0, 1.0, 4))
+    for training in (True, True, False):  # two updates of the moving averages, then inference
+        np.testing.assert_allclose(fused_bn(x, training=training), keras_bn(x, training=training), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(fused_bn.moving_mean, keras_bn.moving_mean, rtol=1e-5)
+    np.testing.assert_allclose(fused_bn.moving_variance, keras_bn.moving_variance, rtol=1e-5)

@@ -3,8 +3,10 @@
 A plain tf.function training step instead of `model.fit`, and the cheapest first step measured
 (benchmarks/first_step.py, table in benchmarks/README.md): the optimizer's variables exist before
 tracing (a step that creates variables is traced twice), the update is one fused TensorFlow op per
-variable (`MomentumSGD`), and Grappler's meta-optimizer is off for proxy steps (it cost more in the
-first step than it saved in the few hundred that follow). Each call starts from a cleared Keras
+variable (`MomentumSGD`), Grappler's graph optimisation is off for images under 16 px (it
+costs about 1.5 s in the first step and gained nothing per step at 8 px, but 11% at 32 px), and
+a validation set of up to 1,024 images is evaluated eagerly in two batches at most (cheaper than
+tracing an evaluation step). Each call starts from a cleared Keras
 session, so a warm worker process trains trial after trial with results identical to a fresh
 process's, and its memory stays flat (benchmarks/trial_memory.py). Candidate failures (NaN loss, out of memory, timeout)
 raise `CandidateFailed` with the reason; anything else is a bug or a config error and propagates.
@@ -14,6 +16,7 @@ This module must not import Ray.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import math
 import time
@@ -28,6 +31,9 @@ from trainer.proxy import ProxyConfig
 from trainer.proxy_data import eval_pipeline, load_proxy_data, train_pipeline
 
 GRAPPLER_OFF = {"disable_meta_optimizer": True}
+GRAPPLER_MIN_IMAGE_SIZE = 16  # smaller images: Grappler off (benchmarks/first_step.py)
+EAGER_EVAL_IMAGES = 1024  # up to this many validation images: eager evaluation in batches of
+EAGER_EVAL_BATCH = 512  # this size (benchmarks/README.md: 0.3 s against 0.6-1.3 s traced on digits)
 
 
 class CandidateFailed(Exception):
@@ -77,10 +83,20 @@ def graph_options(options: dict[str, bool]) -> Iterator[None]:
         tf.config.optimizer.set_experimental_options({**{k: None for k in options}, **before})
 
 
+def _release_free_memory() -> None:
+    """Hand freed heap pages back to the OS (glibc's malloc_trim), so a warm worker's resident memory
+    is what it holds, not what its allocator kept from the last trial; a no-op without glibc."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def reset_keras() -> None:
     """Forget the previous trial's models, graphs and name counters (a warm worker's next trial)."""
     keras.backend.clear_session(free_memory=True)
     gc.collect()
+    _release_free_memory()
 
 
 def train_candidate(genotype: NasNetGenotype, proxy: ProxyConfig) -> dict[str, float]:
@@ -91,7 +107,7 @@ def train_candidate(genotype: NasNetGenotype, proxy: ProxyConfig) -> dict[str, f
     data = load_proxy_data(proxy)
     load_seconds = time.perf_counter() - t_start
     keras.utils.set_random_seed(proxy.seed)
-    config = NasNetConfig(num_cells=3 * proxy.num_cells, filters=proxy.filters, stem="cifar")
+    config = NasNetConfig(num_cells=3 * proxy.num_cells, filters=proxy.filters, stem="cifar", fused_batch_norm=True)
     model = build_nasnet(genotype, data.input_shape, data.num_classes, config)
     train_ds = train_pipeline(data.x_train, data.y_train, proxy.batch_size, proxy.seed, proxy.spec.augment)
     steps_per_epoch = len(data.x_train) // proxy.batch_size
@@ -107,12 +123,16 @@ def train_candidate(genotype: NasNetGenotype, proxy: ProxyConfig) -> dict[str, f
         optimizer.apply(tape.gradient(loss, model.trainable_variables))
         return loss
 
-    @tf.function(autograph=False)
-    def eval_step(x, y, w):
+    def count_correct(x, y, w):
         logits = model(x, training=False)
         correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), y), tf.float32)
         losses = keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
         return tf.reduce_sum(correct * w), tf.reduce_sum(losses * w)
+
+    eager_eval = len(data.x_val) <= EAGER_EVAL_IMAGES
+    eval_step = count_correct if eager_eval else tf.function(count_correct, autograph=False)
+    eval_batch = EAGER_EVAL_BATCH if eager_eval else proxy.batch_size
+    graph = GRAPPLER_OFF if data.input_shape[0] < GRAPPLER_MIN_IMAGE_SIZE else {}
 
     setup_seconds = time.perf_counter() - t_start
     # the time limit starts after the data is in memory: a fresh worker's decoding is not the candidate's
@@ -120,7 +140,7 @@ def train_candidate(genotype: NasNetGenotype, proxy: ProxyConfig) -> dict[str, f
     first_step_seconds = 0.0
     t_train = time.perf_counter()
     try:
-        with graph_options(GRAPPLER_OFF):
+        with graph_options(graph):
             for epoch in range(proxy.epochs):
                 loss_sum = tf.zeros(())
                 for step, (x, y) in enumerate(train_ds):
@@ -136,7 +156,7 @@ def train_candidate(genotype: NasNetGenotype, proxy: ProxyConfig) -> dict[str, f
             train_seconds = time.perf_counter() - t_train
             t_eval = time.perf_counter()
             correct = loss = 0.0
-            for x, y, w in eval_pipeline(data.x_val, data.y_val, proxy.batch_size):
+            for x, y, w in eval_pipeline(data.x_val, data.y_val, eval_batch):
                 c, l = eval_step(x, y, w)
                 correct, loss = correct + float(c), loss + float(l)
     except tf.errors.ResourceExhaustedError as err:

@@ -2,13 +2,14 @@
 
 A new candidate's first step = Python tracing of the tf.function (Keras layer calls, the gradient
 tape, the optimizer update) + Grappler's graph optimisation and the first execution. This script
-splits the two (`get_concrete_function`, then the first call) for four variants of the same step,
-each in a fresh process, alternated, on the same sampled cells:
+splits the two (`get_concrete_function`, then the first call) for variants of the same step, each
+in a fresh process, alternated, on the same sampled cells:
   keras_default:   the step as it was (Keras SGD, its slots created inside the first trace);
   keras_prebuilt:  optimizer.build() before tracing (a step that creates variables is traced twice);
-  keras_nograppler: that, and Grappler's meta-optimizer off;
-  fused_nograppler: trainer/candidate.py's MomentumSGD (one fused op per variable), Grappler off.
-It also times steady steps, so a cut that slows training shows.
+  fused_update:    trainer/candidate.py's MomentumSGD (one fused op per variable);
+  fused_update_bn: and FusedBatchNormalization (one op per batch norm);
+  fused_update_bn_nograppler: and Grappler's meta-optimizer off.
+trainer/candidate.py uses the last. Steady steps are timed too, so a cut that slows training shows.
 Run: .venv/bin/python benchmarks/first_step.py [--cells=3 --proxy=digits|cifar]
 """
 
@@ -22,7 +23,7 @@ import time
 
 from child import run_child  # benchmarks/child.py: one measurement per fresh process
 
-VARIANTS = ("keras_default", "keras_prebuilt", "keras_nograppler", "fused_nograppler")
+VARIANTS = ("keras_default", "keras_prebuilt", "fused_update", "fused_update_bn", "fused_update_bn_nograppler")
 PROXIES = {"digits": ((8, 8, 1), 10, 8), "cifar": ((32, 32, 3), 10, 8)}  # input shape, classes, F (N=1)
 
 
@@ -37,8 +38,8 @@ def worker(variant: str, proxy: str, seed: int) -> None:
     shape, classes, filters = PROXIES[proxy]
     keras.utils.set_random_seed(seed)
     model = build_nasnet(NasNetSpace().sample(random.Random(seed)), shape, classes,
-                         NasNetConfig(3, filters, "cifar"))
-    if variant == "fused_nograppler":
+                         NasNetConfig(3, filters, "cifar", fused_batch_norm="_bn" in variant))
+    if variant.startswith("fused_update"):
         fused = MomentumSGD(model.trainable_variables, lambda step: 0.01, 0.9)
         update = fused.apply
     else:
@@ -94,15 +95,16 @@ def main() -> None:
             for v, rs in rows.items()}
     base = mean["keras_default"]["trace"] + mean["keras_default"]["first_call"]
     print(f"{args.proxy} proxy (N=1, F={PROXIES[args.proxy][2]}, batch 64), mean of {args.cells} sampled cells")
-    print(f"{'variant':<22}{'trace s':>9}{'graph opt + 1st run s':>23}{'first step s':>14}{'vs default':>12}"
+    print(f"{'variant':<28}{'trace s':>9}{'graph opt + 1st run s':>23}{'first step s':>14}{'vs default':>12}"
           f"{'steady step ms':>16}")
     for v, m in mean.items():
         first = m["trace"] + m["first_call"]
-        print(f"{v:<22}{m['trace']:>9.2f}{m['first_call']:>23.2f}{first:>14.2f}{first / base:>12.2f}"
+        print(f"{v:<28}{m['trace']:>9.2f}{m['first_call']:>23.2f}{first:>14.2f}{first / base:>12.2f}"
               f"{m['steady_step'] * 1000:>16.1f}")
-    chosen = mean["fused_nograppler"]
+    chosen_name = VARIANTS[-1]
+    chosen = mean[chosen_name]
     figures = {
-        "proxy": args.proxy, "cells": args.cells,
+        "proxy": args.proxy, "cells": args.cells, "chosen": chosen_name,
         **{f"{v}_{k}_s": round(m[k], 3) for v, m in mean.items() for k in ("trace", "first_call", "steady_step")},
         "first_step_chosen_over_default_ratio": round((chosen["trace"] + chosen["first_call"]) / base, 3),
         "steady_step_chosen_over_default_ratio": round(chosen["steady_step"] / mean["keras_default"]["steady_step"], 3),

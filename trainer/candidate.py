@@ -3,10 +3,10 @@
 A plain tf.function training step instead of `model.fit`, and the cheapest first step measured
 (benchmarks/first_step.py, table in benchmarks/README.md): the optimizer's variables exist before
 tracing (a step that creates variables is traced twice), the update is one fused TensorFlow op per
-variable (`MomentumSGD`), Grappler's graph optimisation is off for images under 16 px (it
-costs about 1.5 s in the first step and gained nothing per step at 8 px, but 11% at 32 px), and
-a validation set of up to 1,024 images is evaluated eagerly in two batches at most (cheaper than
-tracing an evaluation step). Each call starts from a cleared Keras
+variable (`MomentumSGD`), batch norm is one fused op (trainer/nasnet.py FusedBatchNormalization),
+Grappler's graph optimisation is off (0.5 s of the first step; with fused batch norm it gained
+nothing per step at 8 or at 32 px), and a validation set of up to 1,024 images is evaluated
+eagerly in two batches at most (cheaper than tracing an evaluation step). Each call starts from a cleared Keras
 session, so a warm worker process trains trial after trial with results identical to a fresh
 process's, and its memory stays flat (benchmarks/trial_memory.py). Candidate failures (NaN loss, out of memory, timeout)
 raise `CandidateFailed` with the reason; anything else is a bug or a config error and propagates.
@@ -31,7 +31,6 @@ from trainer.proxy import ProxyConfig
 from trainer.proxy_data import eval_pipeline, load_proxy_data, train_pipeline
 
 GRAPPLER_OFF = {"disable_meta_optimizer": True}
-GRAPPLER_MIN_IMAGE_SIZE = 16  # smaller images: Grappler off (benchmarks/first_step.py)
 EAGER_EVAL_IMAGES = 1024  # up to this many validation images: eager evaluation in batches of
 EAGER_EVAL_BATCH = 512  # this size (benchmarks/README.md: 0.3 s against 0.6-1.3 s traced on digits)
 
@@ -132,7 +131,6 @@ def train_candidate(genotype: NasNetGenotype, proxy: ProxyConfig) -> dict[str, f
     eager_eval = len(data.x_val) <= EAGER_EVAL_IMAGES
     eval_step = count_correct if eager_eval else tf.function(count_correct, autograph=False)
     eval_batch = EAGER_EVAL_BATCH if eager_eval else proxy.batch_size
-    graph = GRAPPLER_OFF if data.input_shape[0] < GRAPPLER_MIN_IMAGE_SIZE else {}
 
     setup_seconds = time.perf_counter() - t_start
     # the time limit starts after the data is in memory: a fresh worker's decoding is not the candidate's
@@ -140,7 +138,7 @@ def train_candidate(genotype: NasNetGenotype, proxy: ProxyConfig) -> dict[str, f
     first_step_seconds = 0.0
     t_train = time.perf_counter()
     try:
-        with graph_options(graph):
+        with graph_options(GRAPPLER_OFF):
             for epoch in range(proxy.epochs):
                 loss_sum = tf.zeros(())
                 for step, (x, y) in enumerate(train_ds):

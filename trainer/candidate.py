@@ -1,16 +1,16 @@
 """Train one search candidate on a proxy task and measure it.
 
-A plain tf.function training step instead of `model.fit`, and the cheapest first step measured
-(benchmarks/first_step.py, table in benchmarks/README.md): the optimizer's variables exist before
+A plain tf.function training step instead of `model.fit`, with the cheapest first step measured
+(benchmarks/first_step.py; tables in benchmarks/README.md): the optimizer's variables exist before
 tracing (a step that creates variables is traced twice), the update is one fused TensorFlow op per
 variable (`MomentumSGD`), batch norm is one fused op (trainer/nasnet.py FusedBatchNormalization),
 Grappler's graph optimisation is off (0.5 s of the first step; with fused batch norm it gained
-nothing per step at 8 or at 32 px), and a validation set of up to 1,024 images is evaluated
-eagerly in two batches at most (cheaper than tracing an evaluation step). Each call starts from a cleared Keras
-session, so a warm worker process trains trial after trial with results identical to a fresh
-process's, and its memory stays flat (benchmarks/trial_memory.py). Candidate failures (NaN loss, out of memory, timeout)
-raise `CandidateFailed` with the reason; anything else is a bug or a config error and propagates.
-This module must not import Ray.
+nothing per step at 8 or 32 px), and a validation set of up to 1,024 images is evaluated eagerly
+(cheaper than tracing an evaluation step). Each call starts from a cleared Keras session, so a
+warm worker process trains trial after trial with results identical to a fresh process's, and its
+memory stays flat (benchmarks/trial_memory.py). Candidate failures (NaN loss, out of memory,
+timeout) raise `CandidateFailed` with the reason; anything else is a bug or a config error and
+propagates. This module must not import Ray.
 """
 
 from __future__ import annotations

@@ -66,9 +66,9 @@ def test_a_split_too_small_for_a_batch_names_the_dir():
 def test_data_dir_errors_name_the_dir_and_the_fix(fake, tmp_path):
     with pytest.raises(FileNotFoundError, match=f"{tmp_path}: no metadata.json"):
         check_data_dir(proxy(str(tmp_path)))
-    huge = int((MAX_PROXY_BYTES / (3 * 40 * 40)) ** 0.5 * 40) + 8  # pixels per side that overflow the limit
+    assert NUM_TRAIN * 4096 * 4096 * 3 > MAX_PROXY_BYTES  # 200 images at 4096 px: 10 GB
     with pytest.raises(ValueError, match="cap them with --train_images or a smaller --image_size"):
-        check_data_dir(proxy(fake, image_size=huge * 10))
+        check_data_dir(proxy(fake, image_size=4096))
     with pytest.raises(ValueError, match="needs --data"):
         ProxyConfig(dataset="prepared")
     with pytest.raises(ValueError, match="reads no --data"):

@@ -39,7 +39,7 @@ class ArrayDataset:
 
 def hold_out(labels: np.ndarray, plan: SplitPlan) -> tuple[np.ndarray, np.ndarray]:
     """(train indices, validation indices) of `plan.pool` labels: a stratified, seeded hold-out
-    (plain seeded when a class is too small to stratify); train capped at plan.num_train."""
+    (plain seeded when a class is too small to stratify); plan_split sizes both."""
     from sklearn.model_selection import train_test_split
 
     index = np.arange(len(labels))
@@ -49,7 +49,7 @@ def hold_out(labels: np.ndarray, plan: SplitPlan) -> tuple[np.ndarray, np.ndarra
     except ValueError as err:  # a class with one image, or fewer held out than classes
         log.warning("validation hold-out not stratified (%s)", err)
         train, val = train_test_split(index, test_size=plan.num_validation, random_state=SPLIT_SEED)
-    return train[:plan.num_train], val
+    return train, val
 
 
 def load_digits(proxy: ProxyConfig) -> ArrayDataset:

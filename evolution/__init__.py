@@ -11,11 +11,13 @@ from evolution.algorithms import (
     make_algorithm,
     resume,
 )
-from evolution.journal import JournalError
+from evolution.journal import JournalError, JournalLock, JournalLocked
 
 __all__ = [
     "ALGORITHMS",
     "JournalError",
+    "JournalLock",
+    "JournalLocked",
     "Outcome",
     "RandomSearch",
     "RegularizedEvolution",

@@ -19,7 +19,7 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Mapping
 
-from evolution.journal import Journal, JournalError, read_journal
+from evolution.journal import Journal, JournalError, JournalLock, read_journal
 from evolution.steps import age_out, tournament_select
 from searchspace import SearchSpace, space_from_config
 
@@ -58,6 +58,7 @@ class SearchAlgorithm:
         mode: str = "max",
         journal_path: str | None = None,
         fsync: bool = True,
+        journal_lock: JournalLock | None = None,
     ) -> None:
         if mode not in ("max", "min"):
             raise ValueError(f"mode: must be 'max' or 'min', got {mode!r}")
@@ -73,9 +74,11 @@ class SearchAlgorithm:
         self._journal: Journal | None = None
         self.started_at: float | None = round(time.time(), 3)
         if journal_path is not None:
+            lock = journal_lock or JournalLock(journal_path)  # before looking: no other writer then
             if os.path.exists(journal_path) and os.path.getsize(journal_path) > 0:
+                lock.release()
                 raise FileExistsError(f"{journal_path}: journal exists; use resume() to continue it")
-            self._journal = Journal(journal_path, fsync=fsync)
+            self._journal = Journal(journal_path, fsync=fsync, lock=lock)
             self._journal.append({"event": "start", "version": JOURNAL_VERSION, **self.config(),
                                   "time": self.started_at})
 
@@ -269,12 +272,32 @@ def make_algorithm(name: str, space: SearchSpace, params: Mapping[str, Any] | No
     return cls(space, **{k: v for k, v in (params or {}).items() if k in cls.param_names}, **kwargs)
 
 
-def resume(journal_path: str, fsync: bool = True, read_only: bool = False) -> SearchAlgorithm:
-    """Rebuild an algorithm by replaying its journal, then keep appending to it (with `read_only`,
-    leave the file alone: for reading the results of a search that may still be running).
+def resume(journal_path: str, fsync: bool = True, read_only: bool = False,
+           lock: JournalLock | None = None) -> SearchAlgorithm:
+    """Rebuild an algorithm by replaying its journal, then keep appending to it, holding its `lock`
+    (taken before reading unless given; JournalLocked names another writer). With `read_only`,
+    take no lock and leave the file alone: for reading a search that may still be running, or one
+    whose journal two writers damaged (duplicates are skipped with a warning, the first one counts).
 
     Raises JournalError naming the line when the journal is damaged or replay diverges.
     """
+    if not read_only:
+        lock = lock or JournalLock(journal_path)
+    try:
+        algorithm, intact_bytes = _replay(journal_path, read_only)
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise
+    if not read_only:
+        algorithm._journal = Journal(journal_path, intact_bytes, fsync=fsync, lock=lock)
+    return algorithm
+
+
+def _replay(journal_path: str, lenient: bool) -> tuple[SearchAlgorithm, int]:
+    """The algorithm as the journal left it, and the journal's intact length in bytes. `lenient`
+    trusts the journal over the replay: it skips a repeated ask or tell and takes an ask's genotype
+    as written (what two drivers on one journal leave behind), with a warning each."""
     events, intact_bytes = read_journal(journal_path)
     if not events or events[0].get("event") != "start":
         raise JournalError(f"{journal_path}:1: the journal does not begin with a start event")
@@ -297,22 +320,34 @@ def resume(journal_path: str, fsync: bool = True, read_only: bool = False) -> Se
         kind = event["event"]
         try:
             if kind == "ask":
+                if lenient and event["trial_id"] in algorithm.trials:
+                    log.warning("%s:%d: trial %s asked again; skipped", journal_path, number, event["trial_id"])
+                    continue
                 trial = algorithm._new_trial()
                 if trial.trial_id != event["trial_id"] or trial.genotype.to_json() != event["genotype"]:
-                    raise JournalError(
-                        f"{journal_path}:{number}: replay diverged: trial {event['trial_id']} "
-                        "does not match what the algorithm proposes"
-                    )
+                    if not lenient:
+                        raise JournalError(
+                            f"{journal_path}:{number}: replay diverged: trial {event['trial_id']} "
+                            "does not match what the algorithm proposes"
+                        )
+                    log.warning("%s:%d: trial %s differs from the replay; taken as written", journal_path,
+                                number, event["trial_id"])
+                    del algorithm.trials[trial.trial_id]
+                    algorithm.trials[event["trial_id"]] = Trial(
+                        event["trial_id"], algorithm.space.genotype_from_json(event["genotype"]),
+                        event.get("parent_id"), event.get("mutation", "random"))
             elif kind == "tell":
                 outcome = Outcome(event["status"], event.get("metrics") or {}, event.get("error"), event.get("time"))
                 if event["trial_id"] not in algorithm.trials or event["trial_id"] in algorithm.outcomes:
-                    raise JournalError(f"{journal_path}:{number}: tell for a trial not pending")
+                    if not lenient:
+                        raise JournalError(f"{journal_path}:{number}: tell for a trial not pending")
+                    log.warning("%s:%d: trial %s told again or never asked; skipped", journal_path, number,
+                                event["trial_id"])
+                    continue
                 algorithm._record(event["trial_id"], outcome)
             elif kind != "reissue":
                 raise JournalError(f"{journal_path}:{number}: unknown event {kind!r}")
         except KeyError as err:
             raise JournalError(f"{journal_path}:{number}: event lacks field {err}") from None
     algorithm._reissue.extend(algorithm.pending())
-    if not read_only:
-        algorithm._journal = Journal(journal_path, intact_bytes, fsync=fsync)
-    return algorithm
+    return algorithm, intact_bytes

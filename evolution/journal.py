@@ -1,6 +1,7 @@
 """The durable append-only journal: one JSON object per line, flushed and fsynced as written.
 
-Reading never changes the file. A last line without its newline is a torn write (a crash
+One writer at a time: appending holds an exclusive lock (`JournalLock`) that a second writer is
+refused, naming the holder. Reading never takes the lock and never changes the file. A last line without its newline is a torn write (a crash
 mid-append): it is dropped with a warning, and cut off when the journal is next opened for
 appending. Damage anywhere else is an error that names the line. JSON only: nothing here may
 unpickle or eval.
@@ -8,9 +9,13 @@ unpickle or eval.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import logging
 import os
+import socket
+import time
 from typing import IO, Any
 
 log = logging.getLogger(__name__)
@@ -18,6 +23,51 @@ log = logging.getLogger(__name__)
 
 class JournalError(ValueError):
     """The journal is damaged or does not match what replaying it produces."""
+
+
+class JournalLocked(RuntimeError):
+    """Another live process is appending to the journal (for a search: another driver)."""
+
+
+class JournalLock:
+    """The one-writer lock of the journal at `journal_path`: an flock on `journal_path + ".lock"`,
+    a file that names the holder (pid, host, start time). The kernel drops the lock when the holder
+    exits, however it ends, so a killed writer never blocks the next one. The file itself stays."""
+
+    def __init__(self, journal_path: str) -> None:
+        self.path = journal_path + ".lock"
+        lock_file = open(self.path, "a+b")  # a lock that is garbage collected is released with it
+        try:
+            fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            holder = _read_holder(lock_file)
+            lock_file.close()
+            if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise
+            raise JournalLocked(
+                f"{journal_path} is in use by another process ({holder}); wait for it to end or stop it, "
+                "then run again"
+            ) from None
+        lock_file.truncate(0)
+        holder = {"pid": os.getpid(), "host": socket.gethostname(),
+                  "since": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+        lock_file.write(json.dumps(holder).encode())
+        lock_file.flush()
+        self._file: IO[bytes] | None = lock_file
+
+    def release(self) -> None:
+        if self._file is not None:
+            self._file.close()  # closing the file drops the flock
+            self._file = None
+
+
+def _read_holder(lock_file: IO[bytes]) -> str:
+    try:
+        lock_file.seek(0)
+        holder = json.loads(lock_file.read(4096))
+        return f"pid {holder['pid']} on host {holder['host']}, running since {holder['since']}"
+    except (OSError, ValueError, TypeError, KeyError):
+        return "holder unknown: it has not written its name yet"
 
 
 def _parse(line: bytes) -> dict[str, Any]:
@@ -50,14 +100,17 @@ def read_journal(path: str) -> tuple[list[dict[str, Any]], int]:
 
 
 class Journal:
-    """Appends events to a JSONL file, one flushed and fsynced line each.
+    """Appends events to a JSONL file, one flushed and fsynced line each, holding its `lock` (taken
+    here unless given) until `close`.
 
     `intact_bytes`, from `read_journal`, repairs a torn end before the first append.
     """
 
-    def __init__(self, path: str, intact_bytes: int | None = None, fsync: bool = True) -> None:
+    def __init__(self, path: str, intact_bytes: int | None = None, fsync: bool = True,
+                 lock: JournalLock | None = None) -> None:
         self.path = path
         self.fsync = fsync
+        self.lock = lock or JournalLock(path)
         self._file: IO[bytes] = open(path, "ab")
         if intact_bytes is not None:
             self._file.truncate(intact_bytes)
@@ -73,6 +126,7 @@ class Journal:
 
     def close(self) -> None:
         self._file.close()
+        self.lock.release()
 
 
 def _last_byte(path: str) -> bytes:

@@ -19,6 +19,15 @@ from evolution.algorithms import SearchAlgorithm
 
 log = logging.getLogger(__name__)
 TUNE_KEYS = frozenset(AUTO_RESULT_KEYS) | {"trial_id", "done", "experiment_tag"}
+# A trial's own metrics travel as one JSON string: Tune keeps running statistics of every number in
+# a result, for every trial, for the whole search (about 40 KB a trial for our 25 numbers); only
+# the objective goes to Tune as a number.
+METRICS_KEY = "trial_metrics_json"
+
+
+def tune_result(metrics: dict[str, Any], objective: str = "val_accuracy") -> dict[str, Any]:
+    """What a trial reports to Tune: the objective, and all its metrics as `METRICS_KEY`."""
+    return {objective: metrics.get(objective, float("nan")), METRICS_KEY: json.dumps(metrics)}
 
 
 def _is_metric(key: str, value: Any) -> bool:
@@ -29,8 +38,11 @@ def _is_metric(key: str, value: Any) -> bool:
 class EvolutionSearcher(Searcher):
     """Hands Tune up to `budget` trials from `algorithm` and feeds the results back.
 
-    A trial reports its metrics, or an `error` string for a candidate failure; a trial that
-    raised is recorded as failed with a pointer to Tune's error file.
+    A trial reports its metrics, or an `error` string for a candidate failure. A trial whose worker
+    failed for good (Tune's retries spent) is recorded as failed with `failure_reason(ours, tune's
+    id)`, or a pointer to Tune's error file. A trial stopped before it reported (the search was
+    stopped) is not told: it stays in flight and a resumed search re-issues it. `should_stop()`
+    true ends the suggestions.
     """
 
     def __init__(
@@ -38,16 +50,20 @@ class EvolutionSearcher(Searcher):
         algorithm: SearchAlgorithm,
         budget: int,
         on_tell: Callable[[SearchAlgorithm, int], None] | None = None,
+        failure_reason: Callable[[int, str], str | None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
     ) -> None:
         super().__init__(metric=algorithm.objective, mode=algorithm.mode)
         self.algorithm = algorithm
         self.budget = budget
         self.on_tell = on_tell
+        self.failure_reason = failure_reason
+        self.should_stop = should_stop
         self._issued = 0
         self._ours: dict[str, int] = {}
 
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
-        if self._issued >= self.budget:
+        if self._issued >= self.budget or (self.should_stop is not None and self.should_stop()):
             return Searcher.FINISHED
         trial = self.algorithm.ask()
         self._issued += 1
@@ -65,9 +81,15 @@ class EvolutionSearcher(Searcher):
             log.warning("result for a Tune trial %s this searcher did not issue; ignored", trial_id)
             return
         result = dict(result or {})
+        if METRICS_KEY in result:
+            result = {**json.loads(result.pop(METRICS_KEY)), **result}
+        if not error and "error" not in result and self.algorithm.objective not in result:
+            log.info("trial %s was stopped before it reported; it stays in flight", ours)
+            return
         reason = result.pop("error", None) or None
         if error and reason is None:
-            reason = f"the trial's worker failed (an exception, a crash or the hang watchdog): see error.txt of Tune trial {trial_id}"
+            reason = self.failure_reason(ours, trial_id) if self.failure_reason is not None else None
+            reason = reason or f"the trial's worker failed: see error.txt of Tune trial {trial_id}"
         metrics = {k: v for k, v in result.items() if _is_metric(k, v)}
         if self.algorithm.tell(ours, metrics, error=reason) and self.on_tell is not None:
             self.on_tell(self.algorithm, ours)

@@ -12,9 +12,9 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
-from evolution import ALGORITHMS, SearchAlgorithm, make_algorithm, resume
+from evolution import ALGORITHMS, JournalLock, SearchAlgorithm, make_algorithm, resume
 from experiments.results import top_table, write_results
 from searchspace import SearchSpace, space_from_config
 from trainer.proxy import ProxyConfig, check_proxy
@@ -33,10 +33,14 @@ class SearchConfig:
     max_trials: int = 30
     population_size: int = 10
     sample_size: int = 3
-    max_concurrent: int = 2
+    max_concurrent: int = 0  # 0: as many as the cluster's resources allow
     seed: int = 0
     num_blocks: int = 5
-    cpus_per_trial: float = 0.0  # 0: the machine's CPUs shared by max_concurrent trials
+    cpus_per_trial: float = 0.0  # 0: the cluster's CPUs shared out among the concurrent trials
+    gpus_per_trial: float = 0.0  # fractions share a GPU (TensorFlow's memory growth is on)
+    tpus_per_trial: int = 0  # Ray's TPU resource: TPU chips of the trial's own host
+    max_failures: int = 2  # Tune's retries of a trial whose worker died (a lost node, a crash)
+    max_consecutive_failures: int = 5  # the circuit breaker (0: off)
     reuse_workers: bool = True  # keep each trial's worker process warm for the next trial
     ray_address: str | None = None
     upload_to: str | None = None  # gs://BUCKET/PATH: a copy of the results, kept up to date
@@ -45,12 +49,14 @@ class SearchConfig:
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"algorithm: unknown {self.algorithm!r}; known: {sorted(ALGORITHMS)}")
-        if self.max_trials < 1 or self.max_concurrent < 1:
-            raise ValueError("max_trials and max_concurrent must be at least 1")
+        if self.max_trials < 1 or self.max_concurrent < 0:
+            raise ValueError("max_trials must be at least 1 and max_concurrent at least 0 (0: from resources)")
+        for name in ("cpus_per_trial", "gpus_per_trial", "tpus_per_trial", "max_failures",
+                     "max_consecutive_failures"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)}")
         if self.upload_to and not self.upload_to.startswith("gs://"):
             raise ValueError(f"upload_to: must be a gs://BUCKET/PATH, got {self.upload_to!r}")
-        if self.cpus_per_trial < 0:
-            raise ValueError(f"cpus_per_trial: must be >= 0, got {self.cpus_per_trial}")
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -64,9 +70,10 @@ class SearchConfig:
         """The space candidates come from: NASNet cells, the one family the proxy trainer builds."""
         return space_from_config({"name": "nasnet", "num_blocks": self.num_blocks})
 
-    def new_algorithm(self, journal_path: str | None = None) -> SearchAlgorithm:
+    def new_algorithm(self, journal_path: str | None = None, journal_lock: JournalLock | None = None
+                      ) -> SearchAlgorithm:
         return make_algorithm(self.algorithm, self.search_space(), self.algorithm_params(), seed=self.seed,
-                              journal_path=journal_path)
+                              journal_path=journal_path, journal_lock=journal_lock)
 
 
 def _comparable_proxy(proxy: dict[str, Any]) -> dict[str, Any]:
@@ -74,7 +81,7 @@ def _comparable_proxy(proxy: dict[str, Any]) -> dict[str, Any]:
     setting that an older search_config.json lacks had its default then; image sizes as resolved."""
     settings = {**ProxyConfig().to_dict(), **proxy}
     settings["image_size"] = ProxyConfig(**settings).input_size
-    return {k: v for k, v in settings.items() if k not in ("timeout_s", "threads")}
+    return {k: v for k, v in settings.items() if k not in ("timeout_s", "threads", "tpu")}
 
 
 def _changed_settings(config: SearchConfig, algorithm: SearchAlgorithm, saved: dict[str, Any] | None) -> list[str]:
@@ -91,7 +98,8 @@ def _changed_settings(config: SearchConfig, algorithm: SearchAlgorithm, saved: d
 def open_search(config: SearchConfig) -> SearchAlgorithm:
     """A new search in `config.output_dir`, or the one already there, resumed from its journal.
 
-    Raises ValueError when the settings differ from the saved search's in a way that would mix
+    Raises JournalLocked, naming the running driver, when another driver has the search open, and
+    ValueError when the settings differ from the saved search's in a way that would mix
     incomparable trials (algorithm, seed, P, S, space, proxy task), and when a data dir cannot
     feed the proxy.
     """
@@ -99,8 +107,9 @@ def open_search(config: SearchConfig) -> SearchAlgorithm:
     os.makedirs(config.output_dir, exist_ok=True)
     journal = os.path.join(config.output_dir, JOURNAL)
     config_path = os.path.join(config.output_dir, CONFIG)
+    lock = JournalLock(journal)  # one driver per search, from before it reads or writes anything
     if os.path.exists(journal) and os.path.getsize(journal) > 0:
-        algorithm = resume(journal)
+        algorithm = resume(journal, lock=lock)
         saved = read_json(config_path) if os.path.exists(config_path) else None
         changed = _changed_settings(config, algorithm, saved)
         if changed:
@@ -111,19 +120,69 @@ def open_search(config: SearchConfig) -> SearchAlgorithm:
                  len(algorithm.pending()))
         write_json(config_path, config.to_json())
         return algorithm
-    write_json(config_path, config.to_json())  # before the journal: a journal always has its config
-    return config.new_algorithm(journal_path=journal)
+    try:
+        write_json(config_path, config.to_json())  # before the journal: a journal always has its config
+    except BaseException:
+        lock.release()
+        raise
+    return config.new_algorithm(journal_path=journal, journal_lock=lock)
 
 
-def run_search(config: SearchConfig, algorithm: SearchAlgorithm) -> SearchAlgorithm:
-    """Run (or finish) the search opened by `open_search`; returns it with every result told."""
+class SearchHalted(RuntimeError):
+    """The circuit breaker stopped the search; a rerun with the same command resumes it."""
+
+
+class CircuitBreaker:
+    """Counts this run's failed candidates in a row (a rerun starts from zero) and trips at `limit`
+    (0: never): a broken data dir must not burn the search's budget."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.in_a_row = 0
+        self.last_error: str | None = None
+
+    def record(self, status: str, error: str | None) -> None:
+        self.in_a_row = self.in_a_row + 1 if status != "ok" else 0
+        self.last_error = error if status != "ok" else self.last_error
+
+    @property
+    def tripped(self) -> bool:
+        return 0 < self.limit <= self.in_a_row
+
+
+def trial_resources(config: SearchConfig, cluster: dict[str, float]) -> tuple[dict[str, float], int]:
+    """Each trial's Ray resources, and how many trials run at once: `max_concurrent`, or as many as
+    the cluster's CPUs, GPUs and TPUs allow for the per-trial amounts asked. CPUs not asked for are
+    shared out among the concurrent trials."""
+    asked = {"GPU": config.gpus_per_trial, "TPU": config.tpus_per_trial, "CPU": config.cpus_per_trial}
+    limits = {kind: int(cluster.get(kind, 0) / amount + 1e-9) for kind, amount in asked.items() if amount}
+    concurrent = config.max_concurrent or min(limits.values(), default=max(1, int(cluster.get("CPU", 1))))
+    short = [kind for kind, limit in limits.items() if limit < 1]
+    if short:
+        have = ", ".join(f"{cluster.get(kind, 0):g} {kind}" for kind in short)
+        raise ValueError(f"the Ray cluster has {have}: not enough for one trial "
+                         f"({', '.join(f'{asked[k]:g} {k}' for k in short)} per trial)")
+    cpu = cluster.get("CPU", 1)
+    cpus = config.cpus_per_trial or float(max(1, int(cpu // concurrent)))
+    if not config.cpus_per_trial and (config.gpus_per_trial or config.tpus_per_trial):
+        cpus = min(cpus, cpu / concurrent)  # accelerators set the pace: trials may share a CPU
+    resources = {"CPU": cpus, "GPU": config.gpus_per_trial, "TPU": config.tpus_per_trial}
+    return {k: v for k, v in resources.items() if v}, concurrent
+
+
+def run_search(config: SearchConfig, algorithm: SearchAlgorithm, trainable: Any = None) -> SearchAlgorithm:
+    """Run the search's remaining trials through Ray Tune; the journal records every result.
+    `trainable` (a function of the trial's config; default: train the candidate) is for measuring
+    and testing the machinery itself. Raises SearchHalted when the circuit breaker trips."""
     import ray
     from ray import tune
     from ray.tune.search import ConcurrencyLimiter
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     from evolution.tune_searcher import EvolutionSearcher
+    from experiments.local_ray import init_ray
     from experiments.progress import ProgressCallback
-    from experiments.trial import run_trial
+    from experiments.trial import FailureNotes, run_trial
 
     budget = config.max_trials - algorithm.completed()
     if budget <= 0:
@@ -131,39 +190,53 @@ def run_search(config: SearchConfig, algorithm: SearchAlgorithm) -> SearchAlgori
         return algorithm
     started_ray = not ray.is_initialized()
     if started_ray:
-        runtime_env: dict[str, Any] = {"env_vars": {"TF_CPP_MIN_LOG_LEVEL": "2"}}
+        quiet = {"TF_CPP_MIN_LOG_LEVEL": "2"}
         if config.ray_address:  # workers of another cluster get our packages shipped to them
             import evolution, experiments, searchspace, trainer
 
-            runtime_env["py_modules"] = [evolution, experiments, searchspace, trainer]
-        ray.init(
-            address=config.ray_address,
-            include_dashboard=False,
-            logging_level=logging.WARNING,
-            log_to_driver=False,  # TensorFlow start-up chatter; errors go to Tune error files
-            runtime_env=runtime_env,
-        )
-    cpus = config.cpus_per_trial or max(1, int(ray.cluster_resources().get("CPU", 1)) // config.max_concurrent)
+            init_ray(config.ray_address, {"env_vars": quiet, "py_modules": [evolution, experiments, searchspace,
+                                                                            trainer]})
+        else:  # a local Ray's workers inherit this environment (a runtime_env costs 0.5 s of start-up)
+            for name, value in quiet.items():
+                os.environ.setdefault(name, value)
+            init_ray(None)
+    breaker = CircuitBreaker(config.max_consecutive_failures)
     try:
-        searcher = EvolutionSearcher(
-            algorithm, budget, on_tell=lambda a, t: on_result(a, t, config)
-        )
-        trainable = tune.with_resources(
-            tune.with_parameters(run_trial, proxy={**config.proxy.to_dict(), "threads": max(1, int(cpus))},
-                                 space=algorithm.space.to_config()),
-            {"cpu": cpus},
-        )
+        resources, concurrent = trial_resources(config, ray.cluster_resources())
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+        notes = FailureNotes.options(scheduling_strategy=here).remote()  # outlives any worker node
+
+        def record(algorithm: SearchAlgorithm, trial_id: int) -> None:
+            outcome = algorithm.outcomes[trial_id]
+            breaker.record(outcome.status, outcome.error)
+            on_result(algorithm, trial_id, config)
+
+        def failure_reason(trial_id: int, tune_trial_id: str) -> str | None:
+            return ray.get(notes.get.remote(trial_id), timeout=60)
+
+        searcher = EvolutionSearcher(algorithm, budget, on_tell=record, failure_reason=failure_reason,
+                                     should_stop=lambda: breaker.tripped)
+        if trainable is None:
+            trainable = tune.with_parameters(
+                run_trial, proxy={**config.proxy.to_dict(), "threads": max(1, int(resources["CPU"])),
+                                  "tpu": "local" if config.tpus_per_trial else None},
+                space=algorithm.space.to_config(), notes=notes)
         tuner = tune.Tuner(
-            trainable,
+            tune.with_resources(trainable, resources),
             tune_config=tune.TuneConfig(
-                search_alg=ConcurrencyLimiter(searcher, max_concurrent=config.max_concurrent),
+                search_alg=ConcurrencyLimiter(searcher, max_concurrent=concurrent),
                 num_samples=budget,
                 reuse_actors=config.reuse_workers,  # warm workers: TensorFlow imported, data decoded once
+                # short names: Tune's default spells the whole genotype into each trial's dir name
+                trial_name_creator=_tune_trial_name,
+                trial_dirname_creator=_tune_trial_name,
             ),
             run_config=tune.RunConfig(
                 name=time.strftime("tune-%Y%m%d-%H%M%S"),
                 storage_path=os.path.abspath(os.path.join(config.output_dir, "tune")),
                 verbose=0,
+                stop=_stop_all_when(lambda: breaker.tripped),
+                failure_config=tune.FailureConfig(max_failures=config.max_failures),
                 callbacks=[ProgressCallback(algorithm, config.max_trials)],
             ),
         )
@@ -171,11 +244,34 @@ def run_search(config: SearchConfig, algorithm: SearchAlgorithm) -> SearchAlgori
     finally:
         if started_ray:
             ray.shutdown()
-    write_results(algorithm, config.output_dir)
-    algorithm.close()
+        write_results(algorithm, config.output_dir)
+        algorithm.close()
     if config.upload_to:
         _upload(lambda: storage.copy_tree_to_gcs(config.output_dir, config.upload_to), config.upload_to)
+    if breaker.tripped:
+        raise SearchHalted(f"stopped: {breaker.in_a_row} candidates failed in a row (--max_consecutive_failures="
+                           f"{config.max_consecutive_failures}); the last: {breaker.last_error}. Fix the cause and "
+                           "run the same command again: the search resumes where it stopped")
     return algorithm
+
+
+def _tune_trial_name(trial: Any) -> str:
+    return f"trial_{trial.config['trial_id']}_{trial.trial_id}"
+
+
+def _stop_all_when(condition: Callable[[], bool]) -> Any:
+    """A Tune Stopper that ends the whole experiment once `condition()` holds (Ray is imported
+    lazily in this module, so the class is made here)."""
+    from ray import tune
+
+    class StopAll(tune.Stopper):
+        def __call__(self, trial_id: str, result: dict) -> bool:
+            return False
+
+        def stop_all(self) -> bool:
+            return condition()
+
+    return StopAll()
 
 
 RESULT_FILES = (JOURNAL, CONFIG, "results.csv", "best_genotype.json")

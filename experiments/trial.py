@@ -1,6 +1,12 @@
-"""The Ray Tune trainable for one search candidate; it runs in a Ray worker process that Tune keeps
-warm for the next trial (actor reuse), so TensorFlow's import and the proxy data's decoding are paid
-once per worker, not once per trial.
+"""The Ray Tune trainables of a search. A trial runs in a Ray worker process that Tune keeps warm for
+the next trial (actor reuse), so TensorFlow's import and the proxy data's decoding are paid once per
+worker, not once per trial.
+
+Every trial ends in a report: its metrics, or an `error` naming why the candidate failed (a
+CandidateFailed reason, or any exception raised while training it, type and message). Only a worker
+that dies (a lost node, the OOM killer, a crash, the hang watchdog) leaves Tune an error, and Tune
+retries such a trial (`--max_failures`). The hang watchdog first writes "timeout" into the search's
+`FailureNotes`, so the retry reports that reason at once instead of hanging again.
 
 TensorFlow is imported here, inside the worker, never in the search driver.
 """
@@ -11,24 +17,51 @@ import os
 import sys
 import threading
 import time
-from typing import Any
+import traceback
+from typing import Any, Callable
 
+import ray
 from ray import tune
 
+from evolution.tune_searcher import tune_result
+
 HANG_EXIT_CODE = 75
+# How long past --trial_timeout_s the watchdog waits (the soft limit is checked between steps)
+HANG_GRACE_ENV = "AMOEBA_HANG_GRACE_S"
 _trials_in_this_worker = 0
 
 
-def start_watchdog(seconds: float, what: str) -> threading.Event:
+@ray.remote(num_cpus=0)
+class FailureNotes:
+    """What a trial's worker wrote down before it ended itself, by search trial id: read by the
+    trial's retry and by the search driver. One per search run, on the driver's node."""
+
+    def __init__(self) -> None:
+        self.notes: dict[int, str] = {}
+
+    def add(self, trial_id: int, reason: str) -> None:
+        self.notes[trial_id] = reason
+
+    def get(self, trial_id: int) -> str | None:
+        return self.notes.get(trial_id)
+
+
+def start_watchdog(seconds: float, what: str, on_hang: Callable[[str], None] | None = None) -> threading.Event:
     """End this worker process if `what` has not finished within `seconds`; set the returned
     event when it has. The soft timeout is checked between training steps; this catches a trial
-    that hangs anywhere (building, tracing, a stuck op), and Tune records the trial as failed."""
+    that hangs anywhere (building, tracing, a stuck op). `on_hang(reason)` runs first."""
     done = threading.Event()
 
     def watch() -> None:
         if not done.wait(seconds):
+            reason = f"timeout: {what} still running after {seconds:g} s (hung); its worker was ended"
             print(f"amoeba watchdog: {what} still running after {seconds:g} s; ending its worker",
                   file=sys.stderr, flush=True)
+            if on_hang is not None:
+                try:
+                    on_hang(reason)
+                except Exception as err:  # noqa: BLE001 - the worker must end regardless
+                    print(f"amoeba watchdog: could not record the timeout: {err}", file=sys.stderr, flush=True)
             os._exit(HANG_EXIT_CODE)
 
     threading.Thread(target=watch, name="amoeba-watchdog", daemon=True).start()
@@ -44,41 +77,103 @@ def resident_mb() -> float:
         return float("nan")
 
 
-def run_trial(config: dict[str, Any], proxy: dict[str, Any], space: dict[str, Any]) -> None:
+def hang_limit(timeout_s: float) -> float:
+    """Seconds after which the watchdog ends a trial's worker: the soft limit plus a grace
+    ($AMOEBA_HANG_GRACE_S, default the larger of 60 s and a quarter of the limit)."""
+    grace = os.environ.get(HANG_GRACE_ENV)
+    return timeout_s + (float(grace) if grace else max(60.0, 0.25 * timeout_s))
+
+
+def worker_facts(t_start: float) -> dict[str, Any]:
+    """Where and how the trial ran: its worker process, node and the devices Ray gave it (ids,
+    and what the process sees through CUDA_VISIBLE_DEVICES and TPU_VISIBLE_CHIPS)."""
+    context = ray.get_runtime_context()
+    devices = context.get_accelerator_ids()
+    return {
+        "trial_started_at": time.time() - (time.perf_counter() - t_start),
+        "trial_seconds": time.perf_counter() - t_start,
+        "worker_pid": os.getpid(),
+        "worker_trial": _trials_in_this_worker,  # 1: a fresh worker; more: a warm one
+        "worker_rss_mb": resident_mb(),  # after the trial: flat over a warm worker's trials
+        "node_id": context.get_node_id(),
+        "gpu_ids": ",".join(devices.get("GPU", [])),
+        "tpu_ids": ",".join(devices.get("TPU", [])),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
+        "tpu_visible_chips": os.environ.get("TPU_VISIBLE_CHIPS", ""),
+    }
+
+
+def _known_failure(notes: Any, trial_id: int) -> str | None:
+    return ray.get(notes.get.remote(trial_id), timeout=60) if notes is not None else None
+
+
+def run_trial(config: dict[str, Any], proxy: dict[str, Any], space: dict[str, Any], notes: Any = None) -> None:
     """Train the candidate in `config` and report its metrics, or an `error` for a failed one."""
     global _trials_in_this_worker
     _trials_in_this_worker += 1
     t_start = time.perf_counter()
+    trial_id = config["trial_id"]
+    known = _known_failure(notes, trial_id)
+    if known is not None:  # a retry of a trial whose worker the watchdog ended: no second hang
+        tune.report(tune_result({"val_accuracy": float("nan"), "error": known, **worker_facts(t_start)}))
+        return
     from searchspace import space_from_config
-    from trainer.candidate import CandidateFailed, train_candidate
+    from trainer.candidate import CandidateFailed, train_candidate, use_gpu_memory_growth
     from trainer.proxy import ProxyConfig
     from trainer.proxy_data import load_proxy_data
 
+    use_gpu_memory_growth()  # before anything touches the GPU: trials may share one
     import_seconds = time.perf_counter() - t_start
     genotype = space_from_config(space).genotype_from_json(config["genotype"])
-    proxy_config = ProxyConfig(**{**proxy, "seed": proxy["seed"] + config["trial_id"]})
+    proxy_config = ProxyConfig(**{**proxy, "seed": proxy["seed"] + trial_id})
+    metrics: dict[str, Any] = {"val_accuracy": float("nan")}
+    error = ""
     t_load = time.perf_counter()
-    load_proxy_data(proxy_config)  # a fresh worker decodes the images here, off the trial's clock
+    try:
+        load_proxy_data(proxy_config)  # a fresh worker decodes the images here, off the trial's clock
+    except Exception as err:  # noqa: BLE001 - e.g. a data dir gone since the search started
+        error = _describe(err)
     load_seconds = time.perf_counter() - t_load
     timeout = proxy_config.timeout_s
-    done = start_watchdog(timeout + max(60.0, 0.25 * timeout), f"trial {config['trial_id']}") if timeout else None
+    done = None
+    if timeout and not error:
+        done = start_watchdog(hang_limit(timeout), f"trial {trial_id}",
+                              on_hang=lambda reason: ray.get(notes.add.remote(trial_id, reason), timeout=30)
+                              if notes is not None else None)
     try:  # a warm worker outlives the trial: its watchdog must stand down however the trial ends
-        metrics: dict[str, Any] = train_candidate(genotype, proxy_config)
-        error = ""
+        if not error:
+            metrics = train_candidate(genotype, proxy_config)
     except CandidateFailed as err:
-        metrics, error = {"val_accuracy": float("nan")}, str(err)
+        error = str(err)
+    except Exception as err:  # noqa: BLE001 - any other error fails this candidate, not the search
+        error = _describe(err)
     finally:
         if done is not None:
             done.set()
-    tune.report(
-        {
-            **metrics,
-            "load_seconds": load_seconds + metrics.get("load_seconds", 0.0),
-            "error": error,
-            "import_seconds": import_seconds,
-            "trial_seconds": time.perf_counter() - t_start,
-            "worker_pid": os.getpid(),
-            "worker_trial": _trials_in_this_worker,  # 1: a fresh worker; more: a warm one
-            "worker_rss_mb": resident_mb(),  # after the trial: flat over a warm worker's trials
-        }
-    )
+    tune.report(tune_result({**metrics, "load_seconds": load_seconds + metrics.get("load_seconds", 0.0),
+                             "error": error, "import_seconds": import_seconds, **worker_facts(t_start)}))
+
+
+def _describe(err: Exception) -> str:
+    """The error as one line (type, message, where it was raised); the traceback goes to the worker's
+    log."""
+    traceback.print_exception(err, file=sys.stderr)
+    frame = traceback.extract_tb(err.__traceback__)[-1] if err.__traceback__ else None
+    where = f" (at {os.path.basename(frame.filename)}:{frame.lineno})" if frame else ""
+    message = str(err).splitlines()[0] if str(err) else ""
+    return f"{type(err).__name__}: {message}{where}"
+
+
+def sleep_trial(config: dict[str, Any], seconds: float, notes: Any = None) -> None:
+    """A trial that only sleeps `seconds` and scores its cell by a hash: the search machinery
+    (Ray, Tune, the searcher, the journal) measured and tested without training anything
+    (benchmarks/search_scaling.py, tests of resources and clusters)."""
+    import hashlib
+
+    global _trials_in_this_worker
+    _trials_in_this_worker += 1
+    t_start = time.perf_counter()
+    time.sleep(seconds)
+    digest = hashlib.sha256(str(config["genotype"]).encode()).digest()
+    tune.report(tune_result({"val_accuracy": int.from_bytes(digest[:4], "big") / 2**32, "error": "",
+                             **worker_facts(t_start)}))

@@ -17,10 +17,12 @@ AMOEBA = [sys.executable, "-c", "from experiments.cli import run; run()"]
 QUIET_TF = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
 
 
-def amoeba(*args: str, check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess:
-    """Run `amoeba ARGS...`; with `check`, a non-zero exit fails the test with its output."""
+def amoeba(*args: str, check: bool = True, timeout: float = 900, env: dict[str, str] | None = None
+           ) -> subprocess.CompletedProcess:
+    """Run `amoeba ARGS...` (with `env` added to the environment); with `check`, a non-zero exit
+    fails the test with its output."""
     result = subprocess.run(AMOEBA + list(args), capture_output=True, text=True, timeout=timeout,
-                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, cwd=REPO)
+                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}, cwd=REPO)
     if check and result.returncode != 0:
         raise AssertionError(f"amoeba {args} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
     return result

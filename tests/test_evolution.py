@@ -3,11 +3,14 @@ import logging
 import os
 import random
 import shutil
+import signal
+import subprocess
+import sys
 from collections import Counter, deque
 
 import pytest
 
-from evolution import JournalError, RandomSearch, RegularizedEvolution, resume
+from evolution import JournalError, JournalLock, JournalLocked, RandomSearch, RegularizedEvolution, resume
 from evolution.steps import age_out, tournament_select
 from searchspace import NasNetSpace
 from tests.conftest import hashed_fitness, run_fake
@@ -132,7 +135,7 @@ def test_resumed_state_equals_uninterrupted_state(tmp_path):
     path = str(tmp_path / "j.jsonl")
     live = RegularizedEvolution(SPACE, population_size=10, sample_size=3, seed=6, journal_path=path)
     run_fake(live, 57)
-    replayed = resume(path)
+    replayed = resume(path, read_only=True)  # the live one still holds the journal
     assert replayed.rng.getstate() == live.rng.getstate()
     assert list(replayed.population) == list(live.population)
     assert replayed.trials == live.trials and replayed.outcomes == live.outcomes
@@ -290,3 +293,56 @@ def test_every_journal_error_names_its_line(tmp_path, edit, message):
     open(path, "w").write("\n".join(lines) + "\n")
     with pytest.raises(JournalError, match=message):
         resume(path)
+
+
+def test_a_second_writer_is_refused_naming_the_first(tmp_path):
+    path = str(tmp_path / "j.jsonl")
+    first = RandomSearch(SPACE, seed=4, journal_path=path)
+    run_fake(first, 2)
+    with pytest.raises(JournalLocked, match=rf"j.jsonl is in use by another process \(pid {os.getpid()} on host "):
+        resume(path)
+    assert resume(path, read_only=True).completed() == 2  # reading needs no lock
+    first.close()
+    second = resume(path)
+    assert second.completed() == 2
+    second.close()
+
+
+def test_a_killed_writer_leaves_no_lock_behind(tmp_path):
+    path = str(tmp_path / "j.jsonl")
+    holder = subprocess.run(
+        [sys.executable, "-c", "import os, signal, sys; from evolution import JournalLock; "
+         f"JournalLock({path!r}); os.kill(os.getpid(), signal.SIGKILL)"],
+        cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert holder.returncode == -signal.SIGKILL and os.path.exists(path + ".lock")
+    JournalLock(path).release()  # taken at once
+
+
+def _two_drivers_journal(path):
+    """What two drivers on one journal wrote: both resumed after trial 2, both asked trials 3 and
+    4, both told 3; the second driver's trial 4 is another cell."""
+    algorithm = RegularizedEvolution(SPACE, population_size=3, sample_size=2, seed=13, journal_path=path)
+    run_fake(algorithm, 3)
+    algorithm.close()
+    lines = open(path).read().splitlines()
+    first = resume(path)
+    run_fake(first, 2)
+    first.close()
+    mine = open(path).read().splitlines()[len(lines):]
+    theirs = [line for line in mine if '"trial_id":4' not in line or '"ask"' not in line]
+    other = json.loads(next(line for line in mine if '"ask"' in line and '"trial_id":4' in line))
+    other["genotype"] = SPACE.sample(random.Random(99)).to_json()
+    theirs.insert(2, json.dumps(other))
+    open(path, "w").write("\n".join(lines + [x for pair in zip(mine, theirs) for x in pair]) + "\n")
+    return mine
+
+
+def test_a_journal_two_drivers_wrote_is_readable_first_result_counting(tmp_path, caplog):
+    path = str(tmp_path / "j.jsonl")
+    _two_drivers_journal(path)
+    with pytest.raises(JournalError, match="replay diverged|not pending"):
+        resume(path)
+    with caplog.at_level(logging.WARNING):
+        algorithm = resume(path, read_only=True)
+    assert "asked again; skipped" in caplog.text and "told again" in caplog.text
+    assert sorted(algorithm.outcomes) == [0, 1, 2, 3, 4] and not algorithm.pending()

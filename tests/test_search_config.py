@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from experiments.search import SearchConfig, open_search
+from experiments.search import CircuitBreaker, SearchConfig, open_search, trial_resources
 from trainer.proxy import ProxyConfig
 
 
@@ -61,3 +61,31 @@ def test_a_proxy_that_cannot_feed_a_batch_fails_before_the_journal(tmp_path):
     with pytest.raises(ValueError, match="digits: 1797 training-split images leave 0 to train on"):
         open_search(SearchConfig(output_dir=str(tmp_path), proxy=ProxyConfig(validation_images=5000)))
     assert not (tmp_path / "journal.jsonl").exists()
+
+
+@pytest.mark.parametrize("asked, cluster, resources, concurrent", [
+    ({}, {"CPU": 2}, {"CPU": 1}, 2),  # the default: one trial per CPU
+    ({"max_concurrent": 2}, {"CPU": 16}, {"CPU": 8}, 2),
+    ({"cpus_per_trial": 4}, {"CPU": 16}, {"CPU": 4}, 4),
+    ({"gpus_per_trial": 0.5}, {"CPU": 16, "GPU": 2}, {"CPU": 4, "GPU": 0.5}, 4),  # two trials per GPU
+    ({"gpus_per_trial": 0.5}, {"CPU": 2, "GPU": 4}, {"CPU": 0.25, "GPU": 0.5}, 8),  # CPUs shared
+    ({"tpus_per_trial": 4}, {"CPU": 96, "TPU": 8}, {"CPU": 48, "TPU": 4}, 2),
+    ({"gpus_per_trial": 1, "cpus_per_trial": 1}, {"CPU": 2, "GPU": 8}, {"CPU": 1, "GPU": 1}, 2),  # CPUs bind
+])
+def test_concurrency_follows_the_cluster_resources(asked, cluster, resources, concurrent):
+    assert trial_resources(SearchConfig(output_dir="x", **asked), cluster) == (resources, concurrent)
+
+
+def test_a_cluster_without_the_accelerators_asked_for_is_a_config_error():
+    with pytest.raises(ValueError, match=r"the Ray cluster has 0 GPU: not enough for one trial \(1 GPU per trial\)"):
+        trial_resources(SearchConfig(output_dir="x", gpus_per_trial=1), {"CPU": 8})
+
+
+def test_the_circuit_breaker_trips_on_failures_in_a_row_only():
+    breaker = CircuitBreaker(3)
+    for status in ("failed", "failed", "ok", "failed", "failed"):
+        breaker.record(status, f"error {status}" if status != "ok" else None)
+    assert not breaker.tripped and breaker.in_a_row == 2
+    breaker.record("failed", "timeout: trial 7")
+    assert breaker.tripped and breaker.last_error == "timeout: trial 7"
+    assert not CircuitBreaker(0).tripped

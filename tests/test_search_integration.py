@@ -11,6 +11,7 @@ import pytest
 
 from evolution import resume
 from searchspace import NasNetGenotype
+from experiments.trial import HANG_GRACE_ENV
 from tests.conftest import AMOEBA, QUIET_TF, amoeba
 
 TINY_SEARCH = ["--max_concurrent=2", "--population_size=3", "--sample_size=2", "--epochs=1",
@@ -28,7 +29,7 @@ def test_tiny_search_through_ray_tune_then_resume(tmp_path):
     assert list(table.trial_id) == list(range(6)) and set(table.status) == {"ok"}
     assert table.val_accuracy.between(0, 1).all() and (table.params > 0).all()
     assert table.parent_id.notna().sum() >= 1  # evolution mutated after P=3 results
-    algorithm = resume(os.path.join(out, "journal.jsonl"))
+    algorithm = resume(os.path.join(out, "journal.jsonl"), read_only=True)
     pids = [o.metrics["worker_pid"] for o in algorithm.outcomes.values()]
     assert len(set(pids)) < 6  # warm workers: Tune reused them for later trials
     warm = [o.metrics for o in algorithm.outcomes.values() if o.metrics["worker_trial"] > 1]
@@ -48,7 +49,7 @@ def test_tiny_search_through_ray_tune_then_resume(tmp_path):
     result = amoeba("search", f"--output_dir={out}", "--max_trials=9", *TINY_SEARCH, "--epochs=2",
                     check=False)
     assert result.returncode != 0 and "proxy epochs: 1 before, 2 now" in result.stderr
-    assert len(resume(os.path.join(out, "journal.jsonl")).trials) == 8
+    assert len(resume(os.path.join(out, "journal.jsonl"), read_only=True).trials) == 8
 
 
 def test_config_errors_fail_at_once_without_a_journal(tmp_path):
@@ -92,7 +93,24 @@ def test_failing_candidates_are_recorded_and_the_search_goes_on(tmp_path):
 
 
 @pytest.mark.integration
-def test_sigkilled_search_resumes_and_reissues_in_flight_trials(tmp_path):
+def test_hung_candidates_fail_as_timeouts_and_the_breaker_stops_the_search_until_fixed(tmp_path):
+    out = str(tmp_path / "hangs")
+    # The watchdog ends each worker at once (no grace past a 1 ms limit): Tune retries the trial,
+    # which reports the timeout its watchdog wrote down instead of hanging again.
+    halted = amoeba("search", f"--output_dir={out}", "--max_trials=6", *TINY_SEARCH, "--trial_timeout_s=0.001",
+                    "--max_consecutive_failures=2", check=False, env={HANG_GRACE_ENV: "0"})
+    assert halted.returncode == 1, halted.stdout + halted.stderr
+    assert "stopped: 2 candidates failed in a row (--max_consecutive_failures=2); the last: timeout: trial" \
+        in halted.stderr and "still running after 0.001 s (hung)" in halted.stderr
+    told = resume(os.path.join(out, "journal.jsonl"), read_only=True).outcomes.values()
+    assert len(told) == 2 and all(o.error.startswith("timeout: trial") for o in told)
+
+    fixed = amoeba("search", f"--output_dir={out}", "--max_trials=6", *TINY_SEARCH)  # resumes
+    assert "6 trials done (2 failed)" in fixed.stdout
+
+
+@pytest.mark.integration
+def test_a_second_driver_is_refused_and_a_sigkilled_search_resumes(tmp_path):
     out = str(tmp_path / "killed")
     journal = os.path.join(out, "journal.jsonl")
     proc = subprocess.Popen(AMOEBA + ["search", f"--output_dir={out}", "--max_trials=4", *TINY_SEARCH],
@@ -103,6 +121,10 @@ def test_sigkilled_search_resumes_and_reissues_in_flight_trials(tmp_path):
         if os.path.exists(journal) and '"event":"tell"' in open(journal).read():
             break
         time.sleep(0.2)
+    second = amoeba("search", f"--output_dir={out}", "--max_trials=4", *TINY_SEARCH, check=False, timeout=120)
+    assert second.returncode == 1, second.stdout + second.stderr  # one driver per search
+    assert f"another driver is running this search: {journal} is in use by another process (pid {proc.pid} on host" \
+        in second.stderr
     os.killpg(proc.pid, signal.SIGKILL)  # the driver and everything it started
     proc.wait()
     before = resume(journal)

@@ -9,8 +9,8 @@ import pytest
 from searchspace import Block, NasNetGenotype, make_cell
 from searchspace.ops import NASNET_OPS
 from searchspace.references import REFERENCES
-from trainer.candidate import CandidateFailed, train_candidate
-from trainer.proxy_data import eval_pipeline, load_digits
+from trainer.candidate import CandidateFailed, train_candidate, train_with_strategy
+from trainer.proxy_data import eval_pipeline, load_digits, load_proxy_data
 from trainer.nasnet import NasNetConfig, build_nasnet
 from trainer.proxy import PROXY_DATASETS
 from trainer.proxy import ProxyConfig
@@ -79,6 +79,27 @@ def test_train_candidate_learns_digits():
     assert metrics["val_accuracy"] > 0.5  # chance is 0.1
     assert metrics["params"] > 1000 and metrics["images_per_sec"] > 0
     assert metrics["first_step_seconds"] < metrics["train_seconds"]
+
+
+@pytest.mark.parametrize("precision", ["bfloat16", "mixed_float16"])
+def test_train_candidate_learns_digits_in_16_bit_precision(precision):
+    metrics = train_candidate(TINY, ProxyConfig(epochs=3, filters=8, precision=precision))
+    assert metrics["val_accuracy"] > 0.5  # chance is 0.1
+    assert keras.mixed_precision.global_policy().name == "float32"  # the next trial starts in float32
+
+
+def test_the_strategy_path_of_tpu_trials_learns_digits_under_the_default_strategy():
+    import tensorflow as tf
+
+    proxy = ProxyConfig(epochs=3, filters=8)
+    metrics = train_with_strategy(TINY, proxy, load_proxy_data(proxy), tf.distribute.get_strategy())
+    assert metrics["val_accuracy"] > 0.5 and metrics["validation_images"] == 360  # chance is 0.1
+
+
+def test_a_candidate_over_max_params_fails_untrained():
+    with pytest.raises(CandidateFailed, match=r"too large: [0-9,]+ parameters, over the limit of 1,000 "
+                                              r"\(--max_params\); not trained"):
+        train_candidate(TINY, ProxyConfig(epochs=50, filters=8, max_params=1000))
 
 
 @pytest.mark.integration

@@ -42,6 +42,21 @@ def test_results_errors_and_crashes_are_told(tmp_path):
     assert "error.txt of Tune trial tune_2" in algorithm.outcomes[2].error
 
 
+def test_a_stopped_trial_stays_in_flight_and_a_lost_worker_gets_its_written_reason(tmp_path):
+    algorithm = RegularizedEvolution(NasNetSpace(), population_size=2, sample_size=2, seed=0)
+    stop = []
+    searcher = EvolutionSearcher(algorithm, 5, failure_reason=lambda ours, theirs: f"timeout: trial {ours} hung",
+                                 should_stop=lambda: bool(stop))
+    for i in range(3):
+        searcher.suggest(f"tune_{i}")
+    searcher.on_trial_complete("tune_0", None)  # stopped by Tune before it reported anything
+    searcher.on_trial_complete("tune_1", {"time_total_s": 1.0})
+    searcher.on_trial_complete("tune_2", None, error=True)
+    assert algorithm.pending() == [0, 1] and algorithm.outcomes[2].error == "timeout: trial 2 hung"
+    stop.append(True)
+    assert searcher.suggest("tune_3") == Searcher.FINISHED
+
+
 def test_a_repeated_completion_is_ignored(tmp_path, caplog):
     algorithm, searcher, told = make(tmp_path)
     searcher.suggest("tune_0")

@@ -8,9 +8,11 @@ Grappler's graph optimisation is off (0.5 s of the first step; with fused batch 
 nothing per step at 8 or 32 px), and a validation set of up to 1,024 images is evaluated eagerly
 (cheaper than tracing an evaluation step). Each call starts from a cleared Keras session, so a
 warm worker process trains trial after trial with results identical to a fresh process's, and its
-memory stays flat (benchmarks/trial_memory.py). Candidate failures (NaN loss, out of memory,
-timeout) raise `CandidateFailed` with the reason; anything else is a bug or a config error and
-propagates. This module must not import Ray.
+memory stays flat (benchmarks/trial_memory.py). Precision follows `amoeba train`'s (mixed_float16
+with dynamic loss scaling). TPU trials train through Keras's fit under a TPUStrategy instead
+(`train_with_strategy`), since the loop here is written for one device. Candidate failures (NaN
+loss, out of memory, timeout, over --max_params) raise `CandidateFailed` with the reason; anything
+else propagates. This module must not import Ray.
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ import tensorflow as tf
 
 from searchspace.nasnet import NasNetGenotype
 from trainer.nasnet import NasNetConfig, build_nasnet
-from trainer.proxy import ProxyConfig
+from trainer.proxy import PRECISIONS, ProxyConfig
 from trainer.proxy_data import eval_pipeline, load_proxy_data, train_pipeline
+from trainer.train import make_strategy
 
 GRAPPLER_OFF = {"disable_meta_optimizer": True}
 EAGER_EVAL_IMAGES = 1024  # up to this many validation images: eager evaluation in batches of
@@ -59,6 +62,45 @@ class MomentumSGD:
             tf.raw_ops.ResourceApplyKerasMomentum(var=var.handle, accum=accumulator.handle, lr=lr, grad=grad,
                                                   momentum=self.momentum, use_nesterov=True)
         self.iterations.assign_add(1)
+
+
+class DynamicLossScale:
+    """mixed_float16's loss scaling, Keras's LossScaleOptimizer rule for the fused update: the loss
+    is multiplied by `scale` before the gradient and the gradients divided after; a step with a
+    non-finite gradient is skipped and halves the scale, 2,000 good steps in a row double it."""
+
+    def __init__(self) -> None:
+        self.scale = tf.Variable(2.0**15, trainable=False)
+        self.good_steps = tf.Variable(0, dtype=tf.int64, trainable=False)
+
+    def apply(self, scaled_grads: list, update) -> None:
+        """Inside the training step: `update(grads)` with the unscaled gradients, if all finite."""
+        grads = [g / self.scale for g in scaled_grads]
+        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads])
+
+        def good() -> tf.Tensor:
+            update(grads)
+            grow = self.good_steps >= 1999
+            self.scale.assign(tf.where(grow, self.scale * 2.0, self.scale))
+            self.good_steps.assign(tf.where(grow, tf.constant(0, tf.int64), self.good_steps + 1))
+            return tf.constant(True)
+
+        def skip() -> tf.Tensor:
+            self.scale.assign(tf.maximum(self.scale / 2.0, 1.0))
+            self.good_steps.assign(0)
+            return tf.constant(False)
+
+        tf.cond(finite, good, skip)
+
+
+def use_gpu_memory_growth() -> None:
+    """Let each trial take only the GPU memory it uses, so trials with a fraction of a GPU share it
+    (before TensorFlow initialises its devices; later calls change nothing)."""
+    for gpu in tf.config.list_physical_devices("GPU"):
+        try:
+            tf.config.experimental.set_memory_growth(gpu, True)
+        except RuntimeError:  # devices already initialised in this worker: growth was set then
+            pass
 
 
 def _set_threads(threads: int) -> None:
@@ -93,9 +135,19 @@ def _release_free_memory() -> None:
 
 def reset_keras() -> None:
     """Forget the previous trial's models, graphs and name counters (a warm worker's next trial)."""
-    keras.backend.clear_session(free_memory=True)
+    keras.backend.clear_session(free_memory=False)
     gc.collect()
     _release_free_memory()
+
+
+def _freeze_long_lived_objects() -> None:
+    """Once per process, before its first model: move what lives for the whole process (TensorFlow's
+    and Keras's modules, the cached data; about 400,000 objects) out of the garbage collector's scans
+    (gc.freeze). A full collection then walks only the trial's own objects: 0.2 s less for each of the
+    collections between trials and during a model's build and trace (benchmarks/README.md)."""
+    if gc.get_freeze_count() == 0:
+        gc.collect()
+        gc.freeze()
 
 
 def train_candidate(genotype: NasNetGenotype, proxy: ProxyConfig) -> dict[str, float]:
@@ -104,10 +156,35 @@ def train_candidate(genotype: NasNetGenotype, proxy: ProxyConfig) -> dict[str, f
     reset_keras()
     t_start = time.perf_counter()
     data = load_proxy_data(proxy)
+    _freeze_long_lived_objects()
     load_seconds = time.perf_counter() - t_start
     keras.utils.set_random_seed(proxy.seed)
-    config = NasNetConfig(num_cells=3 * proxy.num_cells, filters=proxy.filters, stem="cifar", fused_batch_norm=True)
+    keras.mixed_precision.set_global_policy(PRECISIONS[proxy.precision])
+    try:
+        if proxy.tpu:
+            return train_with_strategy(genotype, proxy, data, tpu_strategy(proxy.tpu))
+        return _train(genotype, proxy, data, t_start, load_seconds)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+        reset_keras()
+
+
+def _size_within_limit(model: keras.Model, proxy: ProxyConfig) -> int:
+    """The model's parameter count; CandidateFailed, before any training, over `proxy.max_params`."""
+    params = int(model.count_params())
+    if proxy.max_params and params > proxy.max_params:
+        raise CandidateFailed(f"too large: {params:,} parameters, over the limit of {proxy.max_params:,} "
+                              "(--max_params); not trained")
+    return params
+
+
+def _train(genotype: NasNetGenotype, proxy: ProxyConfig, data, t_start: float, load_seconds: float
+           ) -> dict[str, float]:
+    # Keras's own batch norm in 16-bit compute: the fused layer is written for float32
+    config = NasNetConfig(num_cells=3 * proxy.num_cells, filters=proxy.filters, stem="cifar",
+                          fused_batch_norm=proxy.precision == "float32")
     model = build_nasnet(genotype, data.input_shape, data.num_classes, config)
+    params = _size_within_limit(model, proxy)
     train_ds = train_pipeline(data.x_train, data.y_train, proxy.batch_size, proxy.seed, proxy.spec.augment)
     steps_per_epoch = len(data.x_train) // proxy.batch_size
     total_steps = steps_per_epoch * proxy.epochs
@@ -115,22 +192,29 @@ def train_candidate(genotype: NasNetGenotype, proxy: ProxyConfig) -> dict[str, f
     optimizer = MomentumSGD(model.trainable_variables, schedule, proxy.momentum)  # before the trace
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
+    loss_scale = DynamicLossScale() if proxy.precision == "mixed_float16" else None
+
     @tf.function(autograph=False)
     def train_step(x, y):
         with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True))
-        optimizer.apply(tape.gradient(loss, model.trainable_variables))
+            loss = loss_fn(y, tf.cast(model(x, training=True), tf.float32))
+            scaled = loss * loss_scale.scale if loss_scale else loss
+        grads = tape.gradient(scaled, model.trainable_variables)
+        if loss_scale:
+            loss_scale.apply(grads, optimizer.apply)
+        else:
+            optimizer.apply(grads)
         return loss
 
     def count_correct(x, y, w):
-        logits = model(x, training=False)
+        logits = tf.cast(model(x, training=False), tf.float32)
         correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), y), tf.float32)
         losses = keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
         return tf.reduce_sum(correct * w), tf.reduce_sum(losses * w)
 
     eager_eval = len(data.x_val) <= EAGER_EVAL_IMAGES
     eval_step = count_correct if eager_eval else tf.function(count_correct, autograph=False)
-    eval_batch = EAGER_EVAL_BATCH if eager_eval else proxy.batch_size
+    eval_batch = min(EAGER_EVAL_BATCH, len(data.x_val)) if eager_eval else proxy.batch_size  # no padding
 
     setup_seconds = time.perf_counter() - t_start
     # the time limit starts after the data is in memory: a fresh worker's decoding is not the candidate's
@@ -161,9 +245,7 @@ def train_candidate(genotype: NasNetGenotype, proxy: ProxyConfig) -> dict[str, f
         raise CandidateFailed(f"out of memory: {err.message.splitlines()[0]}") from None
     n_val = len(data.x_val)
     steady_images = (total_steps - 1) * proxy.batch_size
-    params = int(model.count_params())
     del model, optimizer, train_step, eval_step
-    reset_keras()
     return {
         "val_accuracy": correct / n_val,
         "validation_images": n_val,
@@ -177,4 +259,69 @@ def train_candidate(genotype: NasNetGenotype, proxy: ProxyConfig) -> dict[str, f
         "train_seconds": train_seconds,
         "eval_seconds": time.perf_counter() - t_eval,
         "images_per_sec": steady_images / max(train_seconds - first_step_seconds, 1e-9),
+    }
+
+
+_TPU_STRATEGIES: dict[str, tf.distribute.Strategy] = {}
+
+
+def tpu_strategy(tpu: str) -> tf.distribute.Strategy:
+    """A TPUStrategy over `tpu` ("local": this worker's own chips), connected once per process."""
+    if tpu not in _TPU_STRATEGIES:
+        _TPU_STRATEGIES[tpu] = make_strategy(tpu)
+    return _TPU_STRATEGIES[tpu]
+
+
+def train_with_strategy(genotype: NasNetGenotype, proxy: ProxyConfig, data, strategy: tf.distribute.Strategy
+                        ) -> dict[str, float]:
+    """The proxy recipe through Keras's fit under `strategy` (TPU trials: Keras does the
+    cross-replica work that the one-device loop above leaves out): SGD with Nesterov momentum and
+    cosine decay, one compiled call per epoch. Its first-step figure is the first epoch's."""
+    if proxy.batch_size % strategy.num_replicas_in_sync:
+        raise ValueError(f"proxy batch_size {proxy.batch_size}: must be a multiple of the "
+                         f"{strategy.num_replicas_in_sync} replicas")
+    t_start = time.perf_counter()
+    steps_per_epoch = len(data.x_train) // proxy.batch_size
+    with strategy.scope():
+        config = NasNetConfig(num_cells=3 * proxy.num_cells, filters=proxy.filters, stem="cifar")
+        model = build_nasnet(genotype, data.input_shape, data.num_classes, config)
+        params = _size_within_limit(model, proxy)
+        schedule = keras.optimizers.schedules.CosineDecay(proxy.learning_rate, steps_per_epoch * proxy.epochs)
+        optimizer = keras.optimizers.SGD(schedule, momentum=proxy.momentum, nesterov=True)
+        if proxy.precision == "mixed_float16":
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      weighted_metrics=["accuracy"], steps_per_execution=steps_per_epoch)
+    train_ds = train_pipeline(data.x_train, data.y_train, proxy.batch_size, proxy.seed, proxy.spec.augment)
+    epoch_ends: list[float] = []
+    deadline = t_start + proxy.timeout_s if proxy.timeout_s else math.inf
+
+    def end_of_epoch(epoch: int, logs: dict) -> None:
+        epoch_ends.append(time.perf_counter())
+        if not math.isfinite(logs["loss"]):
+            raise CandidateFailed(f"NaN loss: mean training loss {logs['loss']} in epoch {epoch}")
+        if epoch_ends[-1] > deadline:
+            raise CandidateFailed(f"timeout: over {proxy.timeout_s:g} s in epoch {epoch}")
+
+    setup_seconds = time.perf_counter() - t_start
+    t_train = time.perf_counter()
+    history = model.fit(train_ds, epochs=proxy.epochs, verbose=0, shuffle=False,
+                        callbacks=[keras.callbacks.LambdaCallback(on_epoch_end=end_of_epoch)])
+    train_seconds = time.perf_counter() - t_train
+    t_eval = time.perf_counter()
+    val = model.evaluate(eval_pipeline(data.x_val, data.y_val, proxy.batch_size), verbose=0, return_dict=True)
+    steady_images = (steps_per_epoch * (proxy.epochs - 1)) * proxy.batch_size
+    return {
+        "val_accuracy": float(val["accuracy"]),
+        "validation_images": len(data.x_val),
+        "train_images": len(data.x_train),
+        "val_loss": float(val["loss"]),
+        "train_loss": float(history.history["loss"][-1]),
+        "params": params,
+        "load_seconds": 0.0,
+        "setup_seconds": setup_seconds,
+        "first_step_seconds": epoch_ends[0] - t_train,
+        "train_seconds": train_seconds,
+        "eval_seconds": time.perf_counter() - t_eval,
+        "images_per_sec": steady_images / max(epoch_ends[-1] - epoch_ends[0], 1e-9),
     }

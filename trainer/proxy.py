@@ -33,6 +33,8 @@ PROXY_DATASETS: dict[str, ProxyDataset] = {
                              validation_fraction=0.1, needs_data_dir=True, augment=True),
 }
 DATA_DIR_DATASET = "prepared"
+# --precision, in `amoeba search` and `amoeba train` alike: the Keras dtype policy of each
+PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16", "mixed_float16": "mixed_float16"}
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,9 @@ class ProxyConfig:
     seed: int = 0
     timeout_s: float = 900.0  # a candidate still training after this fails; 0: no limit
     threads: int = 0  # TensorFlow intra/inter-op threads; 0: TensorFlow's default
+    max_params: int = 0  # a larger candidate fails when built, untrained; 0: no limit
+    precision: str = "float32"  # bfloat16 and mixed_float16 compute in 16 bits, keep float32 weights
+    tpu: str | None = None  # "local": train on this worker's TPU chips (a search's --tpus_per_trial)
 
     def __post_init__(self) -> None:
         positive = {"epochs": self.epochs, "num_cells": self.num_cells, "filters": self.filters,
@@ -73,7 +78,9 @@ class ProxyConfig:
         if self.data and not self.spec.needs_data_dir:
             raise ValueError(f"proxy dataset {self.dataset!r} is built in and reads no --data dir "
                              f"(--data={self.data}); leave --dataset unset to search on the dir")
-        for name in ("image_size", "validation_images", "train_images", "timeout_s", "threads"):
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"proxy precision: unknown {self.precision!r}; known: {list(PRECISIONS)}")
+        for name in ("image_size", "validation_images", "train_images", "timeout_s", "threads", "max_params"):
             if getattr(self, name) < 0:
                 raise ValueError(f"proxy {name}: must be >= 0, got {getattr(self, name)}")
 

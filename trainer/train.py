@@ -23,11 +23,11 @@ from searchspace import NasNetGenotype
 from trainer import storage
 from trainer.models import ModelSpec, build_model, model_report, split_outputs
 from trainer.nasnet import set_training_progress
+from trainer.proxy import PRECISIONS
 from trainer.records import DataInfo, eval_dataset, read_metadata, train_dataset
 from trainer.schedules import OPTIMIZERS, SCHEDULES, WarmupDecay, make_optimizer
 
 log = logging.getLogger(__name__)
-PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16", "mixed_float16": "mixed_float16"}
 
 
 @dataclass(frozen=True)

@@ -6,16 +6,17 @@ import os
 
 from absl import app, flags
 
-from experiments.search import SearchConfig, open_search, run_search, summary
+from evolution import ALGORITHMS, JournalLocked
+from experiments.search import SearchConfig, SearchHalted, open_search, run_search, summary
 from trainer.storage import is_gcs
-from trainer.proxy import DATA_DIR_DATASET, PROXY_DATASETS, ProxyConfig
+from trainer.proxy import DATA_DIR_DATASET, PRECISIONS, PROXY_DATASETS, ProxyConfig
 
 FLAGS = flags.FlagValues()
 _PROXY = ProxyConfig()  # flag defaults come from the config objects, not a second copy
 _SEARCH = SearchConfig(output_dir="")
 
 flags.DEFINE_string("output_dir", None, "Folder for the journal and results; rerun to resume.", flag_values=FLAGS)
-flags.DEFINE_enum("algorithm", _SEARCH.algorithm, ["regularized_evolution", "random"], "Search algorithm.",
+flags.DEFINE_enum("algorithm", _SEARCH.algorithm, sorted(ALGORITHMS), "Search algorithm.",
                   flag_values=FLAGS)
 flags.DEFINE_string("data", None, "A dir made by `amoeba prepare` to search on (its training split only; "
                     "the evaluation split is never read).", flag_values=FLAGS)
@@ -33,7 +34,8 @@ flags.DEFINE_integer("train_images", _PROXY.train_images, "Cap on the training i
 flags.DEFINE_integer("max_trials", _SEARCH.max_trials, "Total number of trials of the search.", flag_values=FLAGS)
 flags.DEFINE_integer("population_size", _SEARCH.population_size, "P: population size.", flag_values=FLAGS)
 flags.DEFINE_integer("sample_size", _SEARCH.sample_size, "S: tournament sample size.", flag_values=FLAGS)
-flags.DEFINE_integer("max_concurrent", _SEARCH.max_concurrent, "Trials trained at the same time.", flag_values=FLAGS)
+flags.DEFINE_integer("max_concurrent", _SEARCH.max_concurrent, "Trials trained at the same time (0: as many as "
+                     "the cluster's CPUs, GPUs and TPUs allow for the per-trial amounts).", flag_values=FLAGS)
 flags.DEFINE_integer("epochs", _PROXY.epochs, "Proxy training epochs per candidate.", flag_values=FLAGS)
 flags.DEFINE_integer("num_cells", _PROXY.num_cells, "N: normal cells per stack of the proxy network.",
                      flag_values=FLAGS)
@@ -46,12 +48,25 @@ flags.DEFINE_integer("num_blocks", _SEARCH.num_blocks, "B: blocks per cell.", fl
 flags.DEFINE_integer("seed", _SEARCH.seed, "Seed of the search and of candidate training.", flag_values=FLAGS)
 flags.DEFINE_float("trial_timeout_s", _PROXY.timeout_s, "A candidate still training after this fails (0: no limit).",
                    flag_values=FLAGS)
-flags.DEFINE_float("cpus_per_trial", _SEARCH.cpus_per_trial, "CPUs per trial (0: CPUs / max_concurrent).",
-                   flag_values=FLAGS)
+flags.DEFINE_float("cpus_per_trial", _SEARCH.cpus_per_trial, "CPUs per trial (0: the cluster's CPUs shared out "
+                   "among the concurrent trials).", flag_values=FLAGS)
+flags.DEFINE_float("gpus_per_trial", _SEARCH.gpus_per_trial, "GPUs per trial; a fraction shares a GPU (0.5: two "
+                   "trials per GPU, each taking only the memory it uses).", flag_values=FLAGS)
+flags.DEFINE_integer("tpus_per_trial", _SEARCH.tpus_per_trial, "TPU chips per trial (Ray's TPU resource).",
+                     flag_values=FLAGS)
+flags.DEFINE_enum("precision", _PROXY.precision, list(PRECISIONS), "Compute precision of the proxy training: "
+                  "bfloat16 and mixed_float16 compute in 16 bits and keep float32 weights.", flag_values=FLAGS)
+flags.DEFINE_integer("max_params", _PROXY.max_params, "A candidate with more parameters fails when built, "
+                     "untrained (0: no limit).", flag_values=FLAGS)
+flags.DEFINE_integer("max_failures", _SEARCH.max_failures, "Retries of a trial whose worker died (a lost node, "
+                     "a crash); a failed candidate is not retried.", flag_values=FLAGS)
+flags.DEFINE_integer("max_consecutive_failures", _SEARCH.max_consecutive_failures, "Stop the search after this "
+                     "many failed candidates in a row, showing the last error (0: never).", flag_values=FLAGS)
 flags.DEFINE_bool("reuse_workers", _SEARCH.reuse_workers, "Keep each trial worker process warm for the next "
                   "trial (Ray Tune actor reuse); --noreuse_workers starts a fresh process per trial.",
                   flag_values=FLAGS)
-flags.DEFINE_string("ray_address", None, "Address of an existing Ray cluster (default: local).", flag_values=FLAGS)
+flags.DEFINE_string("ray_address", None, "Join a running Ray cluster: auto or HOST:PORT (default: start a "
+                    "private one on this machine, on 127.0.0.1 only).", flag_values=FLAGS)
 flags.DEFINE_string("upload_to", None, "gs://BUCKET/PATH: keep a copy of the journal and results there "
                     "(google-cloud-storage; the output dir stays the state).", flag_values=FLAGS)
 
@@ -72,6 +87,10 @@ def main(args: list[str]) -> None:
             seed=FLAGS.seed,
             num_blocks=FLAGS.num_blocks,
             cpus_per_trial=FLAGS.cpus_per_trial,
+            gpus_per_trial=FLAGS.gpus_per_trial,
+            tpus_per_trial=FLAGS.tpus_per_trial,
+            max_failures=FLAGS.max_failures,
+            max_consecutive_failures=FLAGS.max_consecutive_failures,
             reuse_workers=FLAGS.reuse_workers,
             ray_address=FLAGS.ray_address,
             upload_to=FLAGS.upload_to,
@@ -88,10 +107,18 @@ def main(args: list[str]) -> None:
                 learning_rate=FLAGS.learning_rate,
                 seed=FLAGS.seed,
                 timeout_s=FLAGS.trial_timeout_s,
+                max_params=FLAGS.max_params,
+                precision=FLAGS.precision,
             ),
         )
         algorithm = open_search(config)
     except (ValueError, FileNotFoundError) as err:  # a config error: fail at once, before any trial
         raise app.UsageError(str(err)) from None
-    run_search(config, algorithm)
+    except JournalLocked as err:
+        raise app.UsageError(f"another driver is running this search: {err}") from None
+    try:
+        run_search(config, algorithm)
+    except SearchHalted as err:
+        print(summary(algorithm, config.output_dir))
+        raise app.UsageError(str(err)) from None
     print(summary(algorithm, config.output_dir))

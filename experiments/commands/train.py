@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from absl import app, flags
 
+from trainer.proxy import PRECISIONS
+
 FLAGS = flags.FlagValues()
 F = {"flag_values": FLAGS}
 flags.DEFINE_string("model", None, "Model name or genotype JSON file.", **F)
@@ -34,7 +36,8 @@ flags.DEFINE_enum("optimizer", "rmsprop", ["rmsprop", "momentum", "sgd"], "Optim
 flags.DEFINE_float("momentum", 0.9, "Momentum of rmsprop and momentum.", **F)
 flags.DEFINE_float("weight_decay", 0.0, "L2 weight decay (not on BN or biases).", **F)
 flags.DEFINE_float("label_smoothing", 0.0, "Label smoothing.", **F)
-flags.DEFINE_enum("precision", "float32", ["float32", "bfloat16", "mixed_float16"], "Compute precision.", **F)
+flags.DEFINE_enum("precision", "float32", list(PRECISIONS), "Compute precision: bfloat16 and mixed_float16 compute "
+                  "in 16 bits and keep float32 weights.", **F)
 flags.DEFINE_integer("iterations_per_loop", 100, "Steps per tf.function call (steps_per_execution).", **F)
 flags.DEFINE_integer("save_checkpoints_steps", 0, "Checkpoint every N steps (0: every save_checkpoints_secs).", **F)
 flags.DEFINE_float("save_checkpoints_secs", 600.0, "With save_checkpoints_steps 0: checkpoint at the first loop end "

@@ -205,6 +205,21 @@ def test_resnet18_forward_on_32x32():
     assert model_report(model)["params"] == 11_181_642  # torchvision resnet18 with 10 classes
 
 
+@pytest.mark.parametrize("depth, params", [(20, 269_722), (32, 464_154), (44, 658_586), (56, 853_018),
+                                           (110, 1_727_962)])
+def test_cifar_resnets_have_the_papers_sizes(depth, params):
+    """He et al. 2016, table 6: 0.27M, 0.46M, 0.66M, 0.85M, 1.7M (option A: shortcuts without
+    parameters); depth counts the conv and dense layers."""
+    model = build_model(ModelSpec(f"resnet{depth}", num_classes=10, image_size=32))
+    assert model_report(model)["params"] == params
+    assert sum(isinstance(l, (keras.layers.Conv2D, keras.layers.Dense)) for l in model.layers) == depth
+    if depth == 20:
+        logits = model(images(2, 32), training=False)
+        assert logits.shape == (2, 10) and logits.dtype == "float32"
+        assert model.get_layer("stage3_block1_shortcut").output.shape == (None, 8, 8, 64)
+        assert count_multiply_adds(model) == pytest.approx(41e6, rel=0.02)
+
+
 def test_multiply_adds_are_exact_on_a_hand_built_model():
     inputs = keras.Input((8, 8, 3))
     x = keras.layers.Conv2D(4, 3, strides=2, padding="same")(inputs)      # 4x4x4: 16*27*4 = 1728
@@ -225,7 +240,10 @@ def test_model_spec_names_stems_and_errors():
         ModelSpec("genotype", num_classes=10, image_size=32)
     assert ModelSpec("amoebanet_d", 10, 224).resolved_stem == "imagenet"
     assert ModelSpec("amoebanet_d", 10, 32).resolved_stem == "cifar"
-    assert set(MODEL_NAMES) >= {"resnet18", "resnet200", "amoebanet_a", "amoebanet_d", "nasnet_a", "genotype"}
+    assert set(MODEL_NAMES) >= {"resnet18", "resnet200", "resnet20", "resnet110", "amoebanet_a", "amoebanet_d",
+                                "nasnet_a", "genotype"}
+    with pytest.raises(ValueError, match="NASNet options"):
+        ModelSpec("resnet56", num_classes=10, image_size=32, aux_head=True)
 
 
 def test_build_model_and_report():

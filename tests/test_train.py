@@ -100,6 +100,12 @@ def test_a_tiny_overfit_model_predicts_its_training_images(cifar_mini, tmp_path)
     out = json.loads(amoeba("predict", f"--model={export_dir}", "--format=json", *images).stdout)
     predicted = [o["predictions"][0]["label"] for o in out]
     assert predicted == [r.split(",")[1] for r in picked]
+    # The CIFAR ResNet-20 baseline, whose shortcuts are a layer of ours, exports and predicts too.
+    amoeba("train", "--model=resnet20", "--image_size=32", "--train_batch_size=8", "--eval_batch_size=8",
+           "--iterations_per_loop=10", "--train_steps=10", f"--data={data}", f"--model_dir={tmp_path / 'm20'}",
+           f"--export_dir={tmp_path / 'e20'}")
+    out = json.loads(amoeba("predict", f"--model={tmp_path / 'e20'}", "--format=json", *images[:2]).stdout)
+    assert all(o["predictions"][0]["label"] in ("airplane", "frog") for o in out)
 
     # The same model_dir on data with other labels, or with a shifted label offset: refused at once.
     _, cifar = cifar_mini

@@ -1,4 +1,5 @@
-"""Named image models for full training: ResNets, the reference cells, or any NASNet genotype.
+"""Named image models for full training, in one table (MODEL_FAMILIES): ImageNet and CIFAR
+ResNets, the published cells, or any NASNet genotype.
 
 `build_model(spec)` takes RGB images of spec.image_size^2 and produces logits (or [logits,
 aux_logits] for NASNet models with an auxiliary head); `model_report` gives their size and cost.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import keras
 
@@ -16,11 +18,48 @@ from searchspace.nasnet import NasNetGenotype
 from searchspace.references import REFERENCES
 from trainer.flops import count_multiply_adds
 from trainer.nasnet import STEMS, NasNetConfig, build_nasnet
-from trainer.resnet import STAGE_BLOCKS, build_resnet
+from trainer.resnet import CIFAR_BLOCKS, STAGE_BLOCKS, build_cifar_resnet, build_resnet
 
-RESNETS = tuple(f"resnet{d}" for d in sorted(STAGE_BLOCKS))
-MODEL_NAMES = RESNETS + tuple(sorted(REFERENCES)) + ("genotype",)
 IMAGENET_STEM_MIN_SIZE = 128  # stem="auto" picks the ImageNet stem from this image size up
+
+
+@dataclass(frozen=True)
+class ModelFamily:
+    """One entry of the model table: what it is, how to build it from a ModelSpec, and whether the
+    NASNet options (cells, filters, stem, dropout, drop path, aux head) apply."""
+
+    description: str
+    build: Callable[["ModelSpec"], keras.Model]
+    nasnet: bool
+
+
+def _resnet(depth: int) -> ModelFamily:
+    return ModelFamily(f"ResNet-{depth} v1.5, ImageNet layout (He et al. 2016)", nasnet=False,
+                       build=lambda spec: build_resnet(depth, spec.input_shape, spec.num_classes))
+
+
+def _cifar_resnet(depth: int) -> ModelFamily:
+    return ModelFamily(f"ResNet-{depth}, CIFAR layout (He et al. 2016, section 4.2; option A shortcuts)",
+                       nasnet=False,
+                       build=lambda spec: build_cifar_resnet(depth, spec.input_shape, spec.num_classes))
+
+
+def _reference(name: str) -> ModelFamily:
+    return ModelFamily(f"NASNet network of the published {name} cells", nasnet=True,
+                       build=lambda spec: build_nasnet(REFERENCES[name], spec.input_shape, spec.num_classes,
+                                                       spec.nasnet_config()))
+
+
+# The one table of named models (`amoeba train --model`, baselines): name -> family.
+MODEL_FAMILIES: dict[str, ModelFamily] = {
+    **{f"resnet{d}": _resnet(d) for d in sorted(STAGE_BLOCKS)},
+    **{f"resnet{d}": _cifar_resnet(d) for d in sorted(CIFAR_BLOCKS)},
+    **{name: _reference(name) for name in sorted(REFERENCES)},
+    "genotype": ModelFamily("NASNet network of a given genotype (a search's best_genotype.json)", nasnet=True,
+                            build=lambda spec: build_nasnet(spec.genotype, spec.input_shape, spec.num_classes,
+                                                            spec.nasnet_config())),
+}
+MODEL_NAMES = tuple(MODEL_FAMILIES)
 
 
 @dataclass(frozen=True)
@@ -49,8 +88,16 @@ class ModelSpec:
             raise ValueError(f"stem: unknown {self.stem!r}; known: {['auto', *STEMS]}")
         if (self.name == "genotype") != (self.genotype is not None):
             raise ValueError("a genotype is given exactly when name is 'genotype'")
-        if self.name in RESNETS and (self.aux_head or self.dropout or self.drop_path_keep_prob < 1.0):
+        if not self.family.nasnet and (self.aux_head or self.dropout or self.drop_path_keep_prob < 1.0):
             raise ValueError(f"{self.name}: aux_head, dropout and drop path are NASNet options")
+
+    @property
+    def family(self) -> ModelFamily:
+        return MODEL_FAMILIES[self.name]
+
+    @property
+    def input_shape(self) -> tuple[int, int, int]:
+        return (self.image_size, self.image_size, 3)
 
     @property
     def resolved_stem(self) -> str:
@@ -67,11 +114,7 @@ class ModelSpec:
 
 def build_model(spec: ModelSpec) -> keras.Model:
     """The network `spec` names, for image_size x image_size x 3 inputs."""
-    input_shape = (spec.image_size, spec.image_size, 3)
-    if spec.name in RESNETS:
-        return build_resnet(int(spec.name.removeprefix("resnet")), input_shape, spec.num_classes)
-    genotype = spec.genotype if spec.name == "genotype" else REFERENCES[spec.name]
-    return build_nasnet(genotype, input_shape, spec.num_classes, spec.nasnet_config())
+    return spec.family.build(spec)
 
 
 def model_report(model: keras.Model) -> dict[str, int]:

@@ -1,4 +1,5 @@
-"""Keras 3 ResNet v1.5 (He et al. 2016, with the bottleneck's stride on its 3x3 conv).
+"""Keras 3 ResNets: the ImageNet ResNet v1.5 (He et al. 2016, with the bottleneck's stride on its
+3x3 conv), and the CIFAR ResNets of the same paper's section 4.2 (`build_cifar_resnet`).
 
 Stem: 7x7/2 conv, BN, ReLU, 3x3/2 max pool. Basic blocks for depths 18 and 34, bottleneck blocks
 (4x expansion) for 50, 101, 152 and 200; convs have no bias; a 1x1 conv + BN projection shortcut
@@ -6,6 +7,13 @@ where the shape changes; the last BN of each residual branch starts with gamma =
 average pool and a float32 Dense producing LOGITS, so mixed-precision policies work.
 Strided convs pad explicitly ((k-1)//2 each side, as torchvision and TF's official ResNet), so
 the layer count and figures match the published 25,557,032 parameters of ResNet-50.
+
+CIFAR ResNet-(6n+2), n = 3, 5, 7, 9, 18 for depths 20, 32, 44, 56, 110: a 3x3 conv with 16
+filters, BN and ReLU, then three stages of n basic blocks with 16, 32 and 64 filters (the first
+block of stages 2 and 3 strides by 2), global average pooling and the logits. Shortcuts are the
+paper's option A, identities throughout: where a block halves the map and doubles the channels,
+the shortcut takes every other pixel and pads the new channels with zeros (no parameters), so the
+sizes are the paper's (ResNet-20 0.27M parameters, ResNet-56 0.85M, ResNet-110 1.7M).
 
 This module must not train, read data or add weight decay: it only builds the network.
 """
@@ -24,6 +32,8 @@ STAGE_BLOCKS: dict[int, tuple[int, int, int, int]] = {
     200: (3, 24, 36, 3),
 }
 STAGE_WIDTHS = (64, 128, 256, 512)
+CIFAR_BLOCKS = {20: 3, 32: 5, 44: 7, 56: 9, 110: 18}  # n basic blocks per stage: depth 6n + 2
+CIFAR_WIDTHS = (16, 32, 64)
 BN_MOMENTUM, BN_EPSILON = 0.9, 1e-5
 
 
@@ -75,6 +85,47 @@ def build_resnet(depth: int, input_shape: tuple[int, ...], num_classes: int) -> 
         for b in range(blocks):
             strides = 2 if stage > 0 and b == 0 else 1
             x = _block(x, width, strides, bottleneck, f"stage{stage + 1}_block{b + 1}")
+    x = layers.GlobalAveragePooling2D(name="final_pool")(x)
+    logits = layers.Dense(num_classes, dtype="float32", name="logits")(x)
+    return keras.Model(inputs, logits, name=f"resnet{depth}")
+
+
+@keras.saving.register_keras_serializable(package="amoeba")
+class ZeroPadShortcut(layers.Layer):
+    """Option A's shortcut where a block halves the map and doubles the channels: every other
+    pixel of each row and column, and zeros for the new channels. No parameters."""
+
+    def __init__(self, channels: int, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.channels = channels
+
+    def call(self, x):
+        x = x[:, ::2, ::2, :]
+        extra = self.channels - x.shape[-1]
+        return keras.ops.pad(x, [[0, 0], [0, 0], [0, 0], [extra // 2, extra - extra // 2]])
+
+    def compute_output_shape(self, input_shape):
+        height, width = ((None if d is None else (d + 1) // 2) for d in input_shape[1:3])
+        return (input_shape[0], height, width, self.channels)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "channels": self.channels}
+
+
+def build_cifar_resnet(depth: int, input_shape: tuple[int, ...], num_classes: int) -> keras.Model:
+    """CIFAR ResNet-`depth` (He et al. 2016, section 4.2; option A shortcuts) producing logits."""
+    if depth not in CIFAR_BLOCKS:
+        raise ValueError(f"CIFAR ResNet depth: unknown {depth}; known: {sorted(CIFAR_BLOCKS)}")
+    inputs = keras.Input(shape=tuple(input_shape), name="image")
+    x = layers.ReLU(name="stem_relu")(_bn(_conv(inputs, CIFAR_WIDTHS[0], 3, 1, "stem"), "stem"))
+    for stage, width in enumerate(CIFAR_WIDTHS):
+        for b in range(CIFAR_BLOCKS[depth]):
+            name = f"stage{stage + 1}_block{b + 1}"
+            strides = 2 if stage > 0 and b == 0 else 1
+            shortcut = ZeroPadShortcut(width, name=f"{name}_shortcut")(x) if strides > 1 else x
+            y = layers.ReLU(name=f"{name}_1_relu")(_bn(_conv(x, width, 3, strides, f"{name}_1"), f"{name}_1"))
+            y = _bn(_conv(y, width, 3, 1, f"{name}_2"), f"{name}_2")
+            x = layers.ReLU(name=f"{name}_out")(layers.Add(name=f"{name}_add")([shortcut, y]))
     x = layers.GlobalAveragePooling2D(name="final_pool")(x)
     logits = layers.Dense(num_classes, dtype="float32", name="logits")(x)
     return keras.Model(inputs, logits, name=f"resnet{depth}")

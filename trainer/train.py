@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class TrainConfig:
-    model: str  # resnet18..resnet200, amoebanet_a, amoebanet_d, nasnet_a, or "genotype"
+    model: str  # a name of trainer/models.py's MODEL_FAMILIES, "genotype" with `genotype` given
     data: str  # a prepared TFRecord dir (local or gs://)
     model_dir: str
     genotype: NasNetGenotype | None = None  # for model="genotype"

@@ -1,7 +1,8 @@
 """amoeba train --model=NAME_OR_GENOTYPE.json --data=DIR --model_dir=DIR [flags]: full training.
 
---model: resnet18, resnet34, resnet50, resnet101, resnet152, resnet200, amoebanet_a, amoebanet_d,
-nasnet_a, or a genotype JSON file (e.g. a search's best_genotype.json). --data: a dir made by
+--model: a name of trainer/models.py's table (ImageNet ResNets resnet18..resnet200, CIFAR ResNets
+resnet20, resnet32, resnet44, resnet56, resnet110, amoebanet_a, amoebanet_d, nasnet_a), or a
+genotype JSON file (e.g. a search's best_genotype.json). --data: a dir made by
 `amoeba prepare` (local or gs://). A model_dir that holds a checkpoint is resumed: keep it to
 continue (also on new data), delete it to start fresh. --export_dir exports a SavedModel at the end.
 """

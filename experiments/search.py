@@ -132,6 +132,10 @@ class SearchHalted(RuntimeError):
     """The circuit breaker stopped the search; a rerun with the same command resumes it."""
 
 
+class ClusterTooSmall(ValueError):
+    """The Ray cluster lacks the resources one trial asks for (a config error)."""
+
+
 class CircuitBreaker:
     """Counts this run's failed candidates in a row (a rerun starts from zero) and trips at `limit`
     (0: never): a broken data dir must not burn the search's budget."""
@@ -160,7 +164,7 @@ def trial_resources(config: SearchConfig, cluster: dict[str, float]) -> tuple[di
     short = [kind for kind, limit in limits.items() if limit < 1]
     if short:
         have = ", ".join(f"{cluster.get(kind, 0):g} {kind}" for kind in short)
-        raise ValueError(f"the Ray cluster has {have}: not enough for one trial "
+        raise ClusterTooSmall(f"the Ray cluster has {have}: not enough for one trial "
                          f"({', '.join(f'{asked[k]:g} {k}' for k in short)} per trial)")
     cpu = cluster.get("CPU", 1)
     cpus = config.cpus_per_trial or float(max(1, int(cpu // concurrent)))

@@ -19,7 +19,7 @@ from evolution import resume
 from experiments.local_ray import init_ray
 from experiments.search import SearchConfig, open_search, run_search
 from experiments.trial import sleep_trial
-from tests.conftest import REPO
+from tests.conftest import REPO, amoeba
 
 
 def _search(out: str, seconds: float, **settings) -> tuple[list[dict], float]:
@@ -157,3 +157,9 @@ def _address(hex_ip: str, ipv6: bool) -> str:
     words = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))
     address = ipaddress.IPv6Address(words)
     return f"::ffff:{address.ipv4_mapped}" if address.ipv4_mapped else str(address)
+
+
+def test_asking_for_accelerators_the_machine_lacks_is_a_config_error(tmp_path):
+    result = amoeba("search", f"--output_dir={tmp_path / 's'}", "--max_trials=2", "--gpus_per_trial=1", check=False)
+    assert result.returncode == 1
+    assert "the Ray cluster has 0 GPU: not enough for one trial (1 GPU per trial)" in result.stderr

@@ -7,7 +7,7 @@ import os
 from absl import app, flags
 
 from evolution import ALGORITHMS, JournalLocked
-from experiments.search import SearchConfig, SearchHalted, open_search, run_search, summary
+from experiments.search import ClusterTooSmall, SearchConfig, SearchHalted, open_search, run_search, summary
 from trainer.storage import is_gcs
 from trainer.proxy import DATA_DIR_DATASET, PRECISIONS, PROXY_DATASETS, ProxyConfig
 
@@ -120,5 +120,7 @@ def main(args: list[str]) -> None:
         run_search(config, algorithm)
     except SearchHalted as err:
         print(summary(algorithm, config.output_dir))
+        raise app.UsageError(str(err)) from None
+    except ClusterTooSmall as err:  # a config error found once Ray is up: no trial ran
         raise app.UsageError(str(err)) from None
     print(summary(algorithm, config.output_dir))

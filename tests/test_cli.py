@@ -2,9 +2,10 @@
 
 import json
 import os
+import subprocess
 
 from searchspace.references import AMOEBANET_D
-from tests.conftest import REPO
+from tests.conftest import AMOEBA, REPO
 from tests.conftest import amoeba as run_amoeba
 
 
@@ -50,3 +51,19 @@ def test_flagfile_is_read_and_validated(tmp_path):
     result = amoeba("search", f"--flagfile={flagfile}")
     assert result.returncode != 0 and "sample_size" in result.stderr
     assert not (tmp_path / "out" / "journal.jsonl").exists()
+
+
+def test_tensorflow_start_up_chatter_is_quiet_unless_asked_for(cifar_mini, tmp_path):
+    src, _ = cifar_mini
+    csv = tmp_path / "two.csv"
+    csv.write_text("".join(f"{os.path.join(src, line)}\n" for line in open(os.path.join(src, "train_set.csv")).read().splitlines()[1:3]))
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    runs = {}
+    for verbosity in ("0", "1"):
+        runs[verbosity] = subprocess.run(
+            AMOEBA + ["prepare", f"--train_csv={csv}", f"--eval_csv={csv}",
+                      f"--output_dir={tmp_path / verbosity}", f"--verbosity={verbosity}"],
+            capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
+        assert runs[verbosity].returncode == 0, runs[verbosity].stderr
+    assert "InitializeLog" not in runs["0"].stderr and "oneDNN" not in runs["0"].stderr
+    assert "InitializeLog" in runs["1"].stderr  # everything, with --verbosity=1

@@ -43,6 +43,7 @@ def test_tiny_search_through_ray_tune_then_resume(tmp_path):
     # Same output dir, larger budget: resumes and runs only the 2 new trials.
     result = amoeba("search", f"--output_dir={out}", "--max_trials=8", *TINY_SEARCH)
     assert "8 trials done" in result.stdout
+    assert "resumed" in result.stderr and "6 trials done, 0 to re-issue" in result.stderr  # log.info reaches users
     assert len(pd.read_csv(os.path.join(out, "results.csv"))) == 8
 
     # A different proxy in the same output dir is a config error, before any trial runs.

@@ -11,6 +11,7 @@ import json
 from absl import app, flags
 
 FLAGS = flags.FlagValues()
+USES_TENSORFLOW = True  # the CLI imports it first, quietly
 flags.DEFINE_string("model_dir", None, "The model_dir of an `amoeba train` run.", flag_values=FLAGS)
 flags.DEFINE_string("data", None, "Prepared data to evaluate on (default: the training run's).", flag_values=FLAGS)
 flags.DEFINE_string("export_dir", None, "Also export a SavedModel here.", flag_values=FLAGS)

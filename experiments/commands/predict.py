@@ -11,6 +11,7 @@ import json
 from absl import app, flags
 
 FLAGS = flags.FlagValues()
+USES_TENSORFLOW = True  # the CLI imports it first, quietly
 flags.DEFINE_string("model", None, "Exported SavedModel dir.", flag_values=FLAGS)
 flags.DEFINE_integer("top_k", 5, "Labels shown per image.", lower_bound=1, flag_values=FLAGS)
 flags.DEFINE_enum("format", "text", ["text", "json"], "Output format.", flag_values=FLAGS)

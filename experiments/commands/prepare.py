@@ -23,6 +23,7 @@ from __future__ import annotations
 from absl import app, flags
 
 FLAGS = flags.FlagValues()
+USES_TENSORFLOW = True  # the CLI imports it first, quietly
 F = {"flag_values": FLAGS}
 
 flags.DEFINE_string("train_csv", None, "CSV of training images: `path,label` rows.", **F)

@@ -14,6 +14,7 @@ from absl import app, flags
 from trainer.proxy import PRECISIONS
 
 FLAGS = flags.FlagValues()
+USES_TENSORFLOW = True  # the CLI imports it first, quietly
 F = {"flag_values": FLAGS}
 flags.DEFINE_string("model", None, "Model name or genotype JSON file.", **F)
 flags.DEFINE_string("data", None, "Prepared TFRecord dir (amoeba prepare).", **F)

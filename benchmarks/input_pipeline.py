@@ -75,7 +75,7 @@ def run_train(kind: str, data_dir: str, steps: int, loops: int, cache: bool) -> 
         config = TrainConfig(
             model=MODEL, data=data_dir, model_dir=model_dir, train_batch_size=BATCH, eval_batch_size=BATCH,
             train_steps=steps * (loops + 1), image_size=IMAGE_SIZE, optimizer="momentum", momentum=MOMENTUM,
-            lr=LR, lr_schedule="constant", iterations_per_loop=steps, precision="float32", seed=SEED)
+            learning_rate=LR, lr_schedule="constant", iterations_per_loop=steps, precision="float32", seed=SEED)
         trainer = Trainer(config)
         if kind == "tfrecord":
             data = train_dataset(data_dir, BATCH, IMAGE_SIZE, label_offset=trainer.label_offset, seed=SEED,

@@ -74,7 +74,7 @@ def run_trainer(data_dir: str, steps: int, loops: int, save_checkpoints_steps: i
         config = TrainConfig(
             model=MODEL, data=data_dir, model_dir=model_dir, train_batch_size=BATCH, eval_batch_size=BATCH,
             train_steps=steps * (loops + 2), image_size=IMAGE_SIZE, optimizer="momentum", momentum=MOMENTUM,
-            lr=LR, lr_schedule="constant", iterations_per_loop=steps, precision="float32", seed=SEED,
+            learning_rate=LR, lr_schedule="constant", iterations_per_loop=steps, precision="float32", seed=SEED,
             save_checkpoints_steps=save_checkpoints_steps)
         trainer = Trainer(config)
         starts, loop_s, saves = [], [], []

@@ -247,16 +247,16 @@ def test_model_spec_names_stems_and_errors():
 
 
 def test_build_model_and_report():
-    spec = ModelSpec("genotype", num_classes=10, image_size=16, num_cells=3, reduction_size=4, genotype=TINY)
+    spec = ModelSpec("genotype", num_classes=10, image_size=16, num_cells=1, filters=4, genotype=TINY)
     model = build_model(spec)
     assert model.input_shape == (None, 16, 16, 3) and model.output_shape == (None, 10)
-    with_aux = build_model(ModelSpec("genotype", 10, 16, num_cells=3, reduction_size=4, aux_head=True,
+    with_aux = build_model(ModelSpec("genotype", 10, 16, num_cells=1, filters=4, aux_head=True,
                                      genotype=TINY))
     report = model_report(model)
     assert model_report(with_aux) == report  # the training-only aux head is not reported
     assert report["params"] == sum(int(np.prod(w.shape)) for w in model.trainable_weights)
     assert report["multiply_adds"] == count_multiply_adds(model) > 0
-    ref = build_model(ModelSpec("amoebanet_a", num_classes=5, image_size=32, num_cells=3, reduction_size=4))
+    ref = build_model(ModelSpec("amoebanet_a", num_classes=5, image_size=32, num_cells=1, filters=4))
     assert ref(images(1, 32)).shape == (1, 5)
 
 

@@ -14,7 +14,7 @@ import tensorflow as tf
 from tests.conftest import AMOEBA, QUIET_TF, REPO, amoeba
 
 TRAIN = ["--model=resnet18", "--image_size=32", "--train_batch_size=32", "--eval_batch_size=64",
-         "--optimizer=momentum", "--lr=0.05", "--lr_schedule=cosine", "--iterations_per_loop=5"]
+         "--optimizer=momentum", "--learning_rate=0.05", "--lr_schedule=cosine", "--iterations_per_loop=5"]
 
 
 def summary_steps(folder, tag):
@@ -72,13 +72,13 @@ def test_train_kill_resume_evaluate_export_predict(cifar_mini, tmp_path):
 
     labels = open(os.path.join(src, "labels.txt")).read().split()
     image = os.path.join(src, "test", "frog", "0000.jpg")
-    out = json.loads(amoeba("predict", f"--model={export_dir}", "--format=json", "--top_k=3", image).stdout)
+    out = json.loads(amoeba("predict", f"--export_dir={export_dir}", "--format=json", "--top_k=3", image).stdout)
     assert out[0]["image"] == image and len(out[0]["predictions"]) == 3
     assert all(p["label"] in labels for p in out[0]["predictions"])
     assert 0.0 < sum(p["probability"] for p in out[0]["predictions"]) <= 1.0 + 1e-5
     not_an_image = tmp_path / "notes.jpg"
     not_an_image.write_text("not a picture")
-    bad = amoeba("predict", f"--model={export_dir}", image, str(not_an_image), check=False)
+    bad = amoeba("predict", f"--export_dir={export_dir}", image, str(not_an_image), check=False)
     assert bad.returncode == 1 and f"{not_an_image}: not a decodable image" in bad.stderr
 
 
@@ -93,19 +93,21 @@ def test_a_tiny_overfit_model_predicts_its_training_images(cifar_mini, tmp_path)
     data, model_dir, export_dir = str(tmp_path / "d"), str(tmp_path / "m"), str(tmp_path / "e")
     amoeba("prepare", f"--train_csv={csv}", f"--eval_csv={csv}", f"--output_dir={data}")
     assert open(os.path.join(data, "labels.txt")).read().split() == ["airplane", "frog"]  # derived, sorted
-    amoeba("train", "--model=resnet18", "--image_size=32", "--train_batch_size=8", "--eval_batch_size=8",
-           "--optimizer=momentum", "--lr=0.02", "--lr_schedule=constant", "--iterations_per_loop=20",
-           "--train_steps=80", f"--data={data}", f"--model_dir={model_dir}", f"--export_dir={export_dir}")
+    trained = amoeba("train", "--model=resnet18", "--image_size=32", "--train_batch_size=8", "--eval_batch_size=8",
+                     "--optimizer=momentum", "--lr=0.02", "--lr_schedule=constant", "--iterations_per_loop=20",
+                     "--train_steps=80", f"--data={data}", f"--model_dir={model_dir}", f"--export_dir={export_dir}")
+    assert "--lr is deprecated; use --learning_rate" in trained.stderr  # the old spelling still works
     images = [os.path.join(src, r.split(",")[0]) for r in picked]
-    out = json.loads(amoeba("predict", f"--model={export_dir}", "--format=json", *images).stdout)
+    out = json.loads(amoeba("predict", f"--export_dir={export_dir}", "--format=json", *images).stdout)
     predicted = [o["predictions"][0]["label"] for o in out]
     assert predicted == [r.split(",")[1] for r in picked]
     # The CIFAR ResNet-20 baseline, whose shortcuts are a layer of ours, exports and predicts too.
     amoeba("train", "--model=resnet20", "--image_size=32", "--train_batch_size=8", "--eval_batch_size=8",
            "--iterations_per_loop=10", "--train_steps=10", f"--data={data}", f"--model_dir={tmp_path / 'm20'}",
            f"--export_dir={tmp_path / 'e20'}")
-    out = json.loads(amoeba("predict", f"--model={tmp_path / 'e20'}", "--format=json", *images[:2]).stdout)
-    assert all(o["predictions"][0]["label"] in ("airplane", "frog") for o in out)
+    predicted = amoeba("predict", f"--model={tmp_path / 'e20'}", "--format=json", *images[:2])
+    assert "--model is deprecated; use --export_dir" in predicted.stderr
+    assert all(o["predictions"][0]["label"] in ("airplane", "frog") for o in json.loads(predicted.stdout))
 
     # The same model_dir on data with other labels, or with a shifted label offset: refused at once.
     _, cifar = cifar_mini
@@ -125,9 +127,9 @@ def test_nasnet_recipe_paths_train_in_reduced_precision(precision, tmp_path):
     data, model_dir = str(tmp_path / "fake"), str(tmp_path / "m")
     amoeba("prepare", "--fake_imagenet", f"--output_dir={data}", "--num_train=64", "--num_eval=16",
            "--num_classes=3", "--image_size=32")
-    result = amoeba("train", "--model=amoebanet_d", "--num_cells=3", "--reduction_size=8", "--image_size=32",
+    result = amoeba("train", "--model=amoebanet_d", "--num_cells=1", "--filters=8", "--image_size=32",
                     "--train_batch_size=16", "--eval_batch_size=16", "--train_steps=6", "--iterations_per_loop=3",
-                    "--optimizer=rmsprop", "--lr=0.05", "--lr_warmup_epochs=0.5", "--lr_decay_value=0.9",
+                    "--optimizer=rmsprop", "--learning_rate=0.05", "--lr_warmup_epochs=0.5", "--lr_decay_value=0.9",
                     "--lr_decay_epochs=1", "--aux_weight=0.4", "--drop_path_keep_prob=0.7",
                     "--weight_decay=4e-5", "--label_smoothing=0.1", f"--precision={precision}",
                     f"--data={data}", f"--model_dir={model_dir}")
@@ -152,7 +154,7 @@ def test_retrain_a_searched_cell_from_best_genotype_json(tmp_path):
     data, model_dir = str(tmp_path / "fake"), str(tmp_path / "m")
     amoeba("prepare", "--fake_imagenet", f"--output_dir={data}", "--num_train=32", "--num_eval=8",
            "--num_classes=2", "--image_size=32")
-    result = amoeba("train", f"--model={best}", "--num_cells=3", "--reduction_size=8", "--image_size=32",
+    result = amoeba("train", f"--model={best}", "--num_cells=1", "--filters=8", "--image_size=32",
                     "--train_batch_size=8", "--eval_batch_size=8", "--train_steps=4", "--iterations_per_loop=2",
                     f"--data={data}", f"--model_dir={model_dir}")
     assert "step 4/4" in result.stdout

@@ -64,14 +64,14 @@ MODEL_NAMES = tuple(MODEL_FAMILIES)
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """Which network to build. NASNet fields (num_cells: all normal cells; reduction_size: F) are
+    """Which network to build. NASNet fields (num_cells: N, normal cells per stack; filters: F) are
     ignored by ResNets; name="genotype" builds `genotype`."""
 
     name: str
     num_classes: int
     image_size: int
-    num_cells: int = 6
-    reduction_size: int = 256
+    num_cells: int = 2
+    filters: int = 256
     stem: str = "auto"
     dropout: float = 0.0
     drop_path_keep_prob: float = 1.0
@@ -107,7 +107,7 @@ class ModelSpec:
 
     def nasnet_config(self) -> NasNetConfig:
         return NasNetConfig(
-            num_cells=self.num_cells, filters=self.reduction_size, stem=self.resolved_stem,
+            num_cells=3 * self.num_cells, filters=self.filters, stem=self.resolved_stem,
             dropout=self.dropout, drop_path_keep_prob=self.drop_path_keep_prob, aux_head=self.aux_head,
         )
 

@@ -13,8 +13,7 @@ from typing import Sequence
 import keras
 import tensorflow as tf
 
-SCHEDULES = ("exponential", "piecewise", "cosine", "constant")
-OPTIMIZERS = ("rmsprop", "momentum", "sgd")
+from trainer.train_config import OPTIMIZERS, SCHEDULES  # the names live with the config (no TensorFlow)
 
 
 class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):

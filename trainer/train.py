@@ -9,90 +9,25 @@ evaluation every `steps_per_eval` steps, TensorBoard summaries in `model_dir/tra
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import keras
 import tensorflow as tf
 
-from searchspace import NasNetGenotype
 from trainer import storage
-from trainer.models import ModelSpec, build_model, model_report, split_outputs
+from trainer.models import build_model, model_report, split_outputs
 from trainer.nasnet import set_training_progress
 from trainer.proxy import PRECISIONS
 from trainer.records import DataInfo, eval_dataset, read_metadata, train_dataset
-from trainer.schedules import OPTIMIZERS, SCHEDULES, WarmupDecay, make_optimizer
+from trainer.schedules import WarmupDecay, make_optimizer
+from trainer.train_config import TrainConfig, config_from_saved
+
+__all__ = ["TrainConfig", "Trainer", "load_trainer", "make_strategy"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    model: str  # a name of trainer/models.py's MODEL_FAMILIES, "genotype" with `genotype` given
-    data: str  # a prepared TFRecord dir (local or gs://)
-    model_dir: str
-    genotype: NasNetGenotype | None = None  # for model="genotype"
-    train_batch_size: int = 128
-    eval_batch_size: int = 128
-    train_steps: int = 0
-    num_epochs: float = 0.0  # used when train_steps is 0
-    steps_per_eval: int = 0  # 0: evaluate once, at the end
-    image_size: int = 224
-    num_cells: int = 6
-    reduction_size: int = 256
-    lr: float = 0.1
-    lr_schedule: str = "exponential"
-    lr_decay_value: float = 0.97
-    lr_decay_epochs: tuple[float, ...] = (2.4,)
-    lr_warmup_epochs: float = 0.0
-    optimizer: str = "rmsprop"
-    momentum: float = 0.9
-    weight_decay: float = 0.0  # L2 on weights with more than one dimension (not BN, not biases)
-    label_smoothing: float = 0.0
-    precision: str = "float32"
-    iterations_per_loop: int = 100
-    save_checkpoints_steps: int = 0  # checkpoint every N steps; 0: by time, below
-    save_checkpoints_secs: float = 600.0  # with save_checkpoints_steps 0: at the first loop end after this
-    tpu: str | None = None
-    dropout: float = 0.0
-    drop_path_keep_prob: float = 1.0
-    aux_weight: float = 0.0  # > 0 adds the auxiliary head with this loss weight
-    label_offset: int | None = None  # None: the prepared data's own (metadata.json)
-    cache: bool = False
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer: unknown {self.optimizer!r}; known: {list(OPTIMIZERS)}")
-        if self.lr_schedule not in SCHEDULES:
-            raise ValueError(f"lr_schedule: unknown {self.lr_schedule!r}; known: {list(SCHEDULES)}")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision: unknown {self.precision!r}; known: {list(PRECISIONS)}")
-        if self.train_steps <= 0 and self.num_epochs <= 0:
-            raise ValueError("give train_steps or num_epochs")
-        for name in ("train_batch_size", "eval_batch_size", "iterations_per_loop", "image_size"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name}: must be positive, got {getattr(self, name)}")
-        if self.model == "genotype" and self.genotype is None:
-            raise ValueError("model 'genotype' needs a genotype")
-
-    def model_spec(self, num_classes: int) -> ModelSpec:
-        return ModelSpec(
-            name=self.model, num_classes=num_classes, image_size=self.image_size,
-            num_cells=self.num_cells, reduction_size=self.reduction_size, dropout=self.dropout,
-            drop_path_keep_prob=self.drop_path_keep_prob, aux_head=self.aux_weight > 0,
-            genotype=self.genotype,
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["genotype"] = self.genotype.to_json() if self.genotype else None
-        data["lr_decay_epochs"] = list(self.lr_decay_epochs)
-        return data
 
 
 def make_strategy(tpu: str | None) -> tf.distribute.Strategy:
@@ -133,7 +68,7 @@ class Trainer:
         keras.utils.set_random_seed(config.seed)
         steps_per_epoch = self.info.num_train_images / config.train_batch_size
         self.schedule = WarmupDecay(
-            config.lr, steps_per_epoch, self.total_steps, config.lr_schedule, config.lr_decay_value,
+            config.learning_rate, steps_per_epoch, self.total_steps, config.lr_schedule, config.lr_decay_value,
             config.lr_decay_epochs, config.lr_warmup_epochs,
         )
         with self.strategy.scope():
@@ -311,14 +246,8 @@ def load_trainer(model_dir: str, data: str | None = None) -> Trainer:
     if not storage.exists(path):
         raise FileNotFoundError(f"{model_dir}: no train_config.json; is it an `amoeba train` model_dir?")
     saved = storage.read_json(path)
-    fields = {f.name for f in dataclasses.fields(TrainConfig)}
-    values = {k: v for k, v in saved.items() if k in fields}
-    values["genotype"] = NasNetGenotype.from_json(saved["genotype"]) if saved.get("genotype") else None
-    values["lr_decay_epochs"] = tuple(values["lr_decay_epochs"])
-    values["model_dir"] = model_dir
-    if data:
-        values["data"] = data
-    trainer = Trainer(TrainConfig(**values))
+    config = config_from_saved(saved, model_dir=model_dir, **({"data": data} if data else {}))
+    trainer = Trainer(config)
     if not trainer.restore():
         raise FileNotFoundError(f"{model_dir}: no checkpoint to load")
     return trainer

@@ -1,29 +1,37 @@
-"""amoeba predict --model=EXPORT_DIR IMAGE... [--top_k=5 --format=text|json]: classify images.
+"""amoeba predict --export_dir=DIR IMAGE... [--top_k=5 --format=text|json]: classify images.
 
-EXPORT_DIR is a SavedModel written by `amoeba train --export_dir`; images are local or gs://
-paths in any format TensorFlow decodes.
+DIR is a SavedModel written by `amoeba train --export_dir` (or `amoeba evaluate --export_dir`);
+images are local or gs:// paths in any format TensorFlow decodes. (`--model` is the deprecated
+spelling of --export_dir: in `amoeba train`, --model names an architecture.)
 """
 
 from __future__ import annotations
 
 import json
+import sys
 
 from absl import app, flags
 
 FLAGS = flags.FlagValues()
 USES_TENSORFLOW = True  # the CLI imports it first, quietly
-flags.DEFINE_string("model", None, "Exported SavedModel dir.", flag_values=FLAGS)
+flags.DEFINE_string("export_dir", None, "Exported SavedModel dir (what amoeba train --export_dir wrote).",
+                    flag_values=FLAGS)
+flags.DEFINE_string("model", None, "Deprecated: --export_dir.", flag_values=FLAGS)
 flags.DEFINE_integer("top_k", 5, "Labels shown per image.", lower_bound=1, flag_values=FLAGS)
 flags.DEFINE_enum("format", "text", ["text", "json"], "Output format.", flag_values=FLAGS)
 
 
 def main(args: list[str]) -> None:
-    if not FLAGS.model or not args:
-        raise app.UsageError("usage: amoeba predict --model=EXPORT_DIR IMAGE...")
+    export_dir = FLAGS.export_dir
+    if FLAGS.model:
+        print("amoeba predict: --model is deprecated; use --export_dir", file=sys.stderr)
+        export_dir = export_dir or FLAGS.model
+    if not export_dir or not args:
+        raise app.UsageError("usage: amoeba predict --export_dir=DIR IMAGE...")
     from trainer.export import predict
 
     try:
-        results = predict(FLAGS.model, args, FLAGS.top_k)
+        results = predict(export_dir, args, FLAGS.top_k)
     except (ValueError, OSError) as err:
         raise app.UsageError(str(err)) from None
     if FLAGS.format == "json":

@@ -1,0 +1,26 @@
+"""TrainConfig without TensorFlow: flag defaults from it, and old model_dirs read in today's terms."""
+
+import subprocess
+import sys
+
+from experiments.commands import train as train_command
+from tests.conftest import REPO
+from trainer.train_config import TrainConfig, config_from_saved
+
+
+def test_the_train_command_takes_its_defaults_from_the_config():
+    defaults = TrainConfig(model="resnet18", data="d", model_dir="m", train_steps=1)
+    for name in ("num_cells", "filters", "learning_rate", "optimizer", "lr_schedule", "precision", "image_size"):
+        assert train_command.FLAGS[name].default == getattr(defaults, name), name
+    probe = "import sys, experiments.commands.train; print('tensorflow' in sys.modules, 'keras' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, check=True)
+    assert out.stdout.split() == ["False", "False"]  # `amoeba train --help` needs no TensorFlow
+
+
+def test_a_train_config_json_written_before_the_one_vocabulary_still_loads():
+    old = {"model": "amoebanet_d", "data": "d", "model_dir": "m", "num_cells": 6, "reduction_size": 128,
+           "lr": 2.56, "lr_decay_epochs": [1.0], "num_epochs": 35.0, "genotype": None, "total_steps": 9}
+    config = config_from_saved(old, model_dir="elsewhere")
+    assert (config.num_cells, config.filters, config.learning_rate) == (2, 128, 2.56)  # 6 in all = 2 per stack
+    assert config.model_dir == "elsewhere"
+    assert config_from_saved(config.to_json()) == config

@@ -1,0 +1,104 @@
+"""What a full training run is: `TrainConfig`, a plain value object, and the choice lists of its
+fields. No TensorFlow here, so commands take their flag defaults and choices from it cheaply.
+
+The NASNet fields mean what they mean in `amoeba search`: `num_cells` is N, the normal cells per
+stack (3 stacks), `filters` is F, the first stack's filters.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from searchspace import NasNetGenotype
+from trainer.proxy import PRECISIONS
+
+if TYPE_CHECKING:
+    from trainer.models import ModelSpec
+
+SCHEDULES = ("exponential", "piecewise", "cosine", "constant")  # trainer/schedules.py implements each
+OPTIMIZERS = ("rmsprop", "momentum", "sgd")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    model: str  # a name of trainer/models.py's MODEL_FAMILIES, "genotype" with `genotype` given
+    data: str  # a prepared TFRecord dir (local or gs://)
+    model_dir: str
+    genotype: NasNetGenotype | None = None  # for model="genotype"
+    train_batch_size: int = 128
+    eval_batch_size: int = 128
+    train_steps: int = 0
+    num_epochs: float = 0.0  # used when train_steps is 0
+    steps_per_eval: int = 0  # 0: evaluate once, at the end
+    image_size: int = 224
+    num_cells: int = 2  # N: normal cells per stack (the paper's N; 3 stacks)
+    filters: int = 256  # F: filters of the first stack
+    learning_rate: float = 0.1  # peak
+    lr_schedule: str = "exponential"
+    lr_decay_value: float = 0.97
+    lr_decay_epochs: tuple[float, ...] = (2.4,)
+    lr_warmup_epochs: float = 0.0
+    optimizer: str = "rmsprop"
+    momentum: float = 0.9
+    weight_decay: float = 0.0  # L2 on weights with more than one dimension (not BN, not biases)
+    label_smoothing: float = 0.0
+    precision: str = "float32"
+    iterations_per_loop: int = 100
+    save_checkpoints_steps: int = 0  # checkpoint every N steps; 0: by time, below
+    save_checkpoints_secs: float = 600.0  # with save_checkpoints_steps 0: at the first loop end after this
+    tpu: str | None = None
+    dropout: float = 0.0
+    drop_path_keep_prob: float = 1.0
+    aux_weight: float = 0.0  # > 0 adds the auxiliary head with this loss weight
+    label_offset: int | None = None  # None: the prepared data's own (metadata.json)
+    cache: bool = False
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer: unknown {self.optimizer!r}; known: {list(OPTIMIZERS)}")
+        if self.lr_schedule not in SCHEDULES:
+            raise ValueError(f"lr_schedule: unknown {self.lr_schedule!r}; known: {list(SCHEDULES)}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision: unknown {self.precision!r}; known: {list(PRECISIONS)}")
+        if self.train_steps <= 0 and self.num_epochs <= 0:
+            raise ValueError("give train_steps or num_epochs")
+        for name in ("train_batch_size", "eval_batch_size", "iterations_per_loop", "image_size"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name}: must be positive, got {getattr(self, name)}")
+        if self.model == "genotype" and self.genotype is None:
+            raise ValueError("model 'genotype' needs a genotype")
+
+    def model_spec(self, num_classes: int) -> "ModelSpec":
+        from trainer.models import ModelSpec
+
+        return ModelSpec(
+            name=self.model, num_classes=num_classes, image_size=self.image_size,
+            num_cells=self.num_cells, filters=self.filters, dropout=self.dropout,
+            drop_path_keep_prob=self.drop_path_keep_prob, aux_head=self.aux_weight > 0,
+            genotype=self.genotype,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["genotype"] = self.genotype.to_json() if self.genotype else None
+        data["lr_decay_epochs"] = list(self.lr_decay_epochs)
+        return data
+
+
+def config_from_saved(saved: dict[str, Any], **changes: Any) -> TrainConfig:
+    """The TrainConfig of a model_dir's train_config.json, with `changes`. A file written before the
+    flag vocabulary was unified (`reduction_size`, `lr`, `num_cells` counting all normal cells) is
+    read in today's terms."""
+    saved = dict(saved)
+    if "reduction_size" in saved:
+        saved["filters"] = saved.pop("reduction_size")
+        saved["learning_rate"] = saved.pop("lr")
+        saved["num_cells"] = saved["num_cells"] // 3
+    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    values = {k: v for k, v in saved.items() if k in fields}
+    values["genotype"] = NasNetGenotype.from_json(saved["genotype"]) if saved.get("genotype") else None
+    values["lr_decay_epochs"] = tuple(values["lr_decay_epochs"])
+    return TrainConfig(**{**values, **changes})

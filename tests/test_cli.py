@@ -2,7 +2,10 @@
 
 import json
 import os
+import shutil
 import subprocess
+
+import pytest
 
 from searchspace.references import AMOEBANET_D
 from tests.conftest import AMOEBA, REPO
@@ -67,3 +70,27 @@ def test_tensorflow_start_up_chatter_is_quiet_unless_asked_for(cifar_mini, tmp_p
         assert runs[verbosity].returncode == 0, runs[verbosity].stderr
     assert "InitializeLog" not in runs["0"].stderr and "oneDNN" not in runs["0"].stderr
     assert "InitializeLog" in runs["1"].stderr  # everything, with --verbosity=1
+
+
+def test_show_draws_a_genotype_as_dot_and_json():
+    dot = amoeba("show", "amoebanet_d", "--format=dot").stdout
+    assert dot.startswith("digraph genotype {") and 'subgraph cluster_reduction' in dot
+    assert dot.count("_out [label=\"concat\"") == 2 and "n_h0 -> n_out;" in dot  # h0 is in the normal concat
+    assert json.loads(amoeba("show", "amoebanet_d", "--format=json").stdout) == AMOEBANET_D.to_json()
+
+
+def test_show_draws_svg_and_png_with_graphviz(tmp_path):
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz's dot is not installed (make installs it as root: apt-get install graphviz)")
+    svg = amoeba("show", "amoebanet_d", "--format=svg")
+    assert svg.returncode == 0 and "<svg" in svg.stdout and "normal cell" in svg.stdout
+    png = tmp_path / "cell.png"
+    assert amoeba("show", "nasnet_a", "--format=png", f"--output={png}").returncode == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_without_graphviz_drawing_says_how_to_get_it(tmp_path):
+    env = {**os.environ, "PATH": os.path.dirname(AMOEBA[0])}  # the venv's python, no dot
+    result = subprocess.run(AMOEBA + ["show", "amoebanet_d", "--format=svg"], capture_output=True, text=True,
+                            cwd=REPO, env=env, timeout=120)
+    assert result.returncode == 1 and "apt-get install graphviz" in result.stderr

@@ -1,13 +1,16 @@
-"""amoeba show NAME_OR_JSON: print a genotype readably.
+"""amoeba show NAME_OR_JSON [--format=text|json|dot|svg|png --output=FILE]: a genotype, readably or drawn.
 
 NAME_OR_JSON: a reference name (amoebanet_a, amoebanet_d, nasnet_a), a JSON string, or a JSON
-file (a genotype, or a search's best_genotype.json).
+file (a genotype, or a search's best_genotype.json). text lists the blocks, json is the genotype's
+JSON, dot is Graphviz source of both cells, svg and png are drawn by Graphviz's `dot` (Debian's
+`graphviz` package). Written to --output, or to stdout (png needs --output).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 
 from absl import app, flags
 
@@ -15,6 +18,9 @@ from searchspace import NasNetGenotype
 from searchspace.references import REFERENCES
 
 FLAGS = flags.FlagValues()
+flags.DEFINE_enum("format", "text", ["text", "json", "dot", "svg", "png"], "What to print or draw.",
+                  flag_values=FLAGS)
+flags.DEFINE_string("output", None, "Write here instead of stdout.", flag_values=FLAGS)
 
 
 def load_genotype(text: str) -> NasNetGenotype:
@@ -48,5 +54,25 @@ def main(args: list[str]) -> None:
         genotype = load_genotype(args[0])
     except ValueError as err:
         raise app.UsageError(str(err)) from None
-    print(genotype.describe())
-    print(f"key: {genotype.key()}")
+    fmt = FLAGS.format
+    if fmt == "text":
+        out: str | bytes = f"{genotype.describe()}\nkey: {genotype.key()}\n"
+    elif fmt == "json":
+        out = json.dumps(genotype.to_json(), indent=2) + "\n"
+    else:
+        from experiments.cell_graph import GraphvizMissing, genotype_dot, render
+
+        out = genotype_dot(genotype, title=os.path.basename(args[0]) if len(args[0]) < 80 else "")
+        if fmt != "dot":
+            if fmt == "png" and not FLAGS.output:
+                raise app.UsageError("--format=png needs --output=FILE")
+            try:
+                out = render(out, fmt)
+            except GraphvizMissing as err:
+                raise app.UsageError(str(err)) from None
+    if FLAGS.output:
+        with open(FLAGS.output, "wb") as f:
+            f.write(out.encode() if isinstance(out, str) else out)
+        print(f"wrote {FLAGS.output}")
+    else:
+        sys.stdout.write(out if isinstance(out, str) else out.decode())

@@ -7,7 +7,8 @@ search wall time x concurrency / trials - sleep, the worker processes' start inc
 scaling efficiency (trials per hour at c, over c times the trials per hour at 1); and, from the
 trials' own timestamps, the start-up (search start to a worker's first trial) and the steady
 dispatch (the gap between consecutive trials on one warm worker). Then the driver's memory over a longer search
-(`--memory_trials`): its resident memory at 25% of the trials and at the end.
+(`--memory_trials`): its resident memory at 25% of the trials and at the end, in one Tune
+experiment and in experiments of `--memory_trials_per_tuner` trials (SearchConfig.trials_per_tuner).
 Run: .venv/bin/python benchmarks/search_scaling.py [--sleep=2 --waves=6 --memory_trials=200]
 """
 
@@ -32,14 +33,15 @@ from evolution import resume  # noqa: E402
 from experiments.local_ray import init_ray  # noqa: E402
 from experiments.search import SearchConfig, open_search, run_search  # noqa: E402
 from experiments.trial import resident_mb, sleep_trial  # noqa: E402
+from child import run_child  # noqa: E402 - benchmarks/child.py: a measurement in a fresh process
 
 
-def timed_search(out: str, trials: int, concurrency: int, sleep: float,
-                 on_progress=None) -> tuple[float, float, float]:
+def timed_search(out: str, trials: int, concurrency: int, sleep: float, on_progress=None,
+                 trials_per_tuner: int = 1000) -> tuple[float, float, float]:
     """The search's wall time; the median wait from its start to a worker's first trial (worker
     processes starting); and the mean gap between consecutive trials on one warm worker (dispatch)."""
     config = SearchConfig(output_dir=out, max_trials=trials, max_concurrent=concurrency, cpus_per_trial=1,
-                          population_size=10, sample_size=3)
+                          population_size=10, sample_size=3, trials_per_tuner=trials_per_tuner)
     algorithm = open_search(config)
     stop = threading.Event()
 
@@ -65,15 +67,33 @@ def timed_search(out: str, trials: int, concurrency: int, sleep: float,
     return wall, statistics.median(firsts), statistics.mean(gaps) if gaps else float("nan")
 
 
+def memory_search(trials: int, concurrency: int, per_tuner: int) -> dict[str, float]:
+    """This process's resident memory at a quarter of a search of 0.05 s trials and at its end."""
+    samples: list[tuple[int, float]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        wall, _, _ = timed_search(os.path.join(tmp, "memory"), trials, concurrency, 0.05,
+                                  on_progress=lambda done: samples.append((done, resident_mb())),
+                                  trials_per_tuner=per_tuner)
+    early = next(rss for done, rss in samples if done >= trials // 4)
+    return {"early_mb": early, "late_mb": samples[-1][1], "wall_s": wall}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sleep", type=float, default=2.0)
     parser.add_argument("--waves", type=int, default=6)
     parser.add_argument("--concurrency", default="1,2,4,8")
     parser.add_argument("--memory_trials", type=int, default=200)
+    parser.add_argument("--memory_trials_per_tuner", type=int, default=50)
+    parser.add_argument("--memory_child", type=int, default=0, help="(a child: one memory search)")
     args = parser.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
     init_ray(None, num_cpus=max(levels))
+    if args.memory_child:
+        figures = memory_search(args.memory_trials, max(levels), args.memory_child)
+        ray.shutdown()
+        print(json.dumps(figures))
+        return
     rows = {}
     with tempfile.TemporaryDirectory() as tmp:
         for c in levels:
@@ -93,22 +113,25 @@ def main() -> None:
                   f"{r['efficiency']:>11.2f}{r['worker_start_s']:>15.2f}{r['dispatch_s']:>11.3f}"
                   f"{r['steady_efficiency']:>12.3f}")
 
-        samples: list[tuple[int, float]] = []
-        n = args.memory_trials
-        wall, _, _ = timed_search(os.path.join(tmp, "memory"), n, max(levels), 0.05,
-                                  on_progress=lambda done: samples.append((done, resident_mb())))
-        early = next(rss for done, rss in samples if done >= n // 4)
-        late = samples[-1][1]
-        print(f"driver memory over {n} trials ({wall:.0f} s): {early:.0f} MiB at trial {n // 4}, "
-              f"{late:.0f} MiB at the end ({late / early:.3f}x)")
     ray.shutdown()
+    n = args.memory_trials
+    memory = {}
+    for per_tuner in (n, args.memory_trials_per_tuner):  # each in a fresh process: no allocator left over
+        out = run_child(__file__, [f"--memory_child={per_tuner}", f"--memory_trials={n}",
+                                   f"--concurrency={max(levels)}"])
+        memory[per_tuner] = out["late_mb"] / out["early_mb"]
+        print(f"driver memory over {n} trials, Tune experiments of {per_tuner} ({out['wall_s']:.0f} s): "
+              f"{out['early_mb']:.0f} MiB at trial {n // 4}, {out['late_mb']:.0f} MiB at the end "
+              f"({memory[per_tuner]:.3f}x)")
     figures = {f"overhead_s_at_{c}": round(r["overhead_s"], 3) for c, r in rows.items()}
     figures.update({f"efficiency_at_{c}": round(r["efficiency"], 3) for c, r in rows.items()})
     figures.update({f"dispatch_s_at_{c}": round(r["dispatch_s"], 3) for c, r in rows.items()})
     figures.update({f"steady_efficiency_at_{c}": round(r["steady_efficiency"], 3) for c, r in rows.items()})
     figures.update({f"worker_start_s_at_{c}": round(r["worker_start_s"], 2) for c, r in rows.items()})
     figures.update({"sleep_s": args.sleep, "waves": args.waves, "memory_trials": n,
-                    "driver_rss_end_over_quarter": round(late / early, 3)})
+                    "driver_rss_end_over_quarter_one_experiment": round(memory[n], 3),
+                    f"driver_rss_end_over_quarter_experiments_of_{args.memory_trials_per_tuner}":
+                        round(memory[args.memory_trials_per_tuner], 3)})
     print(json.dumps(figures))
 
 

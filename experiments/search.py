@@ -42,6 +42,7 @@ class SearchConfig:
     max_failures: int = 2  # Tune's retries of a trial whose worker died (a lost node, a crash)
     max_consecutive_failures: int = 5  # the circuit breaker (0: off)
     reuse_workers: bool = True  # keep each trial's worker process warm for the next trial
+    trials_per_tuner: int = 1000  # a Tune experiment's trials; a longer search runs several in turn
     ray_address: str | None = None
     upload_to: str | None = None  # gs://BUCKET/PATH: a copy of the results, kept up to date
     proxy: ProxyConfig = field(default_factory=ProxyConfig)
@@ -49,6 +50,8 @@ class SearchConfig:
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"algorithm: unknown {self.algorithm!r}; known: {sorted(ALGORITHMS)}")
+        if self.trials_per_tuner < 1:
+            raise ValueError(f"trials_per_tuner: must be at least 1, got {self.trials_per_tuner}")
         if self.max_trials < 1 or self.max_concurrent < 0:
             raise ValueError("max_trials must be at least 1 and max_concurrent at least 0 (0: from resources)")
         for name in ("cpus_per_trial", "gpus_per_trial", "tpus_per_trial", "max_failures",
@@ -218,33 +221,40 @@ def run_search(config: SearchConfig, algorithm: SearchAlgorithm, trainable: Any 
         def failure_reason(trial_id: int, tune_trial_id: str) -> str | None:
             return ray.get(notes.get.remote(trial_id), timeout=60)
 
-        searcher = EvolutionSearcher(algorithm, budget, on_tell=record, failure_reason=failure_reason,
-                                     should_stop=lambda: breaker.tripped)
         if trainable is None:
             trainable = tune.with_parameters(
                 run_trial, proxy={**config.proxy.to_dict(), "threads": max(1, int(resources["CPU"])),
                                   "tpu": "local" if config.tpus_per_trial else None},
                 space=algorithm.space.to_config(), notes=notes)
-        tuner = tune.Tuner(
-            tune.with_resources(trainable, resources),
-            tune_config=tune.TuneConfig(
-                search_alg=ConcurrencyLimiter(searcher, max_concurrent=concurrent),
-                num_samples=budget,
-                reuse_actors=config.reuse_workers,  # warm workers: TensorFlow imported, data decoded once
-                # short names: Tune's default spells the whole genotype into each trial's dir name
-                trial_name_creator=_tune_trial_name,
-                trial_dirname_creator=_tune_trial_name,
-            ),
-            run_config=tune.RunConfig(
-                name=time.strftime("tune-%Y%m%d-%H%M%S"),
-                storage_path=os.path.abspath(os.path.join(config.output_dir, "tune")),
-                verbose=0,
-                stop=_stop_all_when(lambda: breaker.tripped),
-                failure_config=tune.FailureConfig(max_failures=config.max_failures),
-                callbacks=[ProgressCallback(algorithm, config.max_trials)],
-            ),
-        )
-        tuner.fit()
+        progress = ProgressCallback(algorithm, config.max_trials)
+        # Tune keeps a record of every trial of an experiment until it ends (about 70 KB each): a long
+        # search runs as a series of experiments of at most trials_per_tuner trials, one journal.
+        part = 0
+        while not breaker.tripped and (left := config.max_trials - algorithm.completed()) > 0:
+            before, part = algorithm.completed(), part + 1
+            searcher = EvolutionSearcher(algorithm, min(left, config.trials_per_tuner), on_tell=record,
+                                         failure_reason=failure_reason, should_stop=lambda: breaker.tripped)
+            tune.Tuner(
+                tune.with_resources(trainable, resources),
+                tune_config=tune.TuneConfig(
+                    search_alg=ConcurrencyLimiter(searcher, max_concurrent=concurrent),
+                    num_samples=min(left, config.trials_per_tuner),
+                    reuse_actors=config.reuse_workers,  # warm workers: TensorFlow imported, data decoded once
+                    # short names: Tune's default spells the whole genotype into each trial's dir name
+                    trial_name_creator=_tune_trial_name,
+                    trial_dirname_creator=_tune_trial_name,
+                ),
+                run_config=tune.RunConfig(
+                    name=time.strftime("tune-%Y%m%d-%H%M%S") + f"-{part}",
+                    storage_path=os.path.abspath(os.path.join(config.output_dir, "tune")),
+                    verbose=0,
+                    stop=_stop_all_when(lambda: breaker.tripped),
+                    failure_config=tune.FailureConfig(max_failures=config.max_failures),
+                    callbacks=[progress],
+                ),
+            ).fit()
+            if algorithm.completed() == before:  # nothing came back (every trial stopped): do not spin
+                break
     finally:
         if started_ray:
             ray.shutdown()

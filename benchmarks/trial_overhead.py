@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -67,6 +68,9 @@ def main() -> None:
     parser.add_argument("--modes", default="warm,fresh")
     args = parser.parse_args()
     modes = args.modes.split(",")
+    if not re.search(r"^--max_concurrent=[1-9]", open(args.flagfile).read(), re.MULTILINE):
+        raise SystemExit(f"{args.flagfile}: set --max_concurrent (1 or more) for this benchmark: it counts "
+                         "trial slots, and 0 (from the resources) leaves their number to Ray")
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         for mode in modes:

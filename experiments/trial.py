@@ -137,9 +137,8 @@ def run_trial(config: dict[str, Any], proxy: dict[str, Any], space: dict[str, An
     timeout = proxy_config.timeout_s
     done = None
     if timeout and not error:
-        done = start_watchdog(hang_limit(timeout), f"trial {trial_id}",
-                              on_hang=lambda reason: ray.get(notes.add.remote(trial_id, reason), timeout=30)
-                              if notes is not None else None)
+        write_down = (lambda reason: ray.get(notes.add.remote(trial_id, reason), timeout=30)) if notes else None
+        done = start_watchdog(hang_limit(timeout), f"trial {trial_id}", on_hang=write_down)
     try:  # a warm worker outlives the trial: its watchdog must stand down however the trial ends
         if not error:
             metrics = train_candidate(genotype, proxy_config)
@@ -164,7 +163,7 @@ def _describe(err: Exception) -> str:
     return f"{type(err).__name__}: {message}{where}"
 
 
-def sleep_trial(config: dict[str, Any], seconds: float, notes: Any = None) -> None:
+def sleep_trial(config: dict[str, Any], seconds: float) -> None:
     """A trial that only sleeps `seconds` and scores its cell by a hash: the search machinery
     (Ray, Tune, the searcher, the journal) measured and tested without training anything
     (benchmarks/search_scaling.py, tests of resources and clusters)."""

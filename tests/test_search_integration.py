@@ -1,7 +1,9 @@
 """End to end through the `amoeba` command and real Ray Tune: a tiny search, then a resume."""
 
+import glob
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -91,6 +93,26 @@ def test_failing_candidates_are_recorded_and_the_search_goes_on(tmp_path):
     table = pd.read_csv(os.path.join(out, "results.csv"))
     assert set(table.status) == {"failed"} and table.error.str.startswith("timeout").all()
     assert not os.path.exists(os.path.join(out, "best_genotype.json"))
+
+
+@pytest.mark.integration
+def test_a_data_dir_broken_after_the_start_stops_the_search_with_its_error(cifar_mini, tmp_path):
+    """Its metadata still checks out, so the driver starts; every worker then fails to read the
+    images. Each failure is recorded with the exception, and the breaker stops the search."""
+    _, data = cifar_mini
+    broken = str(tmp_path / "broken")
+    shutil.copytree(data, broken)
+    for shard in glob.glob(os.path.join(broken, "train-*")):
+        with open(shard, "r+b") as f:
+            f.truncate(100)
+    out = str(tmp_path / "search")
+    result = amoeba("search", f"--output_dir={out}", f"--data={broken}", "--max_trials=6", "--image_size=16",
+                    "--validation_images=100", "--train_images=256", "--max_consecutive_failures=2", *TINY_SEARCH,
+                    check=False)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "stopped: 2 candidates failed in a row" in result.stderr and "DataLossError" in result.stderr
+    told = resume(os.path.join(out, "journal.jsonl"), read_only=True).outcomes.values()
+    assert len(told) == 2 and all(o.error.startswith("DataLossError: ") for o in told)
 
 
 @pytest.mark.integration

@@ -31,7 +31,6 @@ from searchspace.nasnet import NasNetGenotype
 from trainer.nasnet import NasNetConfig, build_nasnet
 from trainer.proxy import PRECISIONS, ProxyConfig
 from trainer.proxy_data import eval_pipeline, load_proxy_data, train_pipeline
-from trainer.train import make_strategy
 
 GRAPPLER_OFF = {"disable_meta_optimizer": True}
 EAGER_EVAL_IMAGES = 1024  # up to this many validation images: eager evaluation in batches of
@@ -169,22 +168,24 @@ def train_candidate(genotype: NasNetGenotype, proxy: ProxyConfig) -> dict[str, f
         reset_keras()
 
 
-def _size_within_limit(model: keras.Model, proxy: ProxyConfig) -> int:
-    """The model's parameter count; CandidateFailed, before any training, over `proxy.max_params`."""
+def _proxy_network(genotype: NasNetGenotype, proxy: ProxyConfig, data, fused_batch_norm: bool
+                   ) -> tuple[keras.Model, int]:
+    """The candidate's proxy network (N cells per stack, F filters, CIFAR stem) and its parameter
+    count; CandidateFailed, before any training, over `proxy.max_params`."""
+    config = NasNetConfig(num_cells=3 * proxy.num_cells, filters=proxy.filters, stem="cifar",
+                          fused_batch_norm=fused_batch_norm)
+    model = build_nasnet(genotype, data.input_shape, data.num_classes, config)
     params = int(model.count_params())
     if proxy.max_params and params > proxy.max_params:
         raise CandidateFailed(f"too large: {params:,} parameters, over the limit of {proxy.max_params:,} "
                               "(--max_params); not trained")
-    return params
+    return model, params
 
 
 def _train(genotype: NasNetGenotype, proxy: ProxyConfig, data, t_start: float, load_seconds: float
            ) -> dict[str, float]:
     # Keras's own batch norm in 16-bit compute: the fused layer is written for float32
-    config = NasNetConfig(num_cells=3 * proxy.num_cells, filters=proxy.filters, stem="cifar",
-                          fused_batch_norm=proxy.precision == "float32")
-    model = build_nasnet(genotype, data.input_shape, data.num_classes, config)
-    params = _size_within_limit(model, proxy)
+    model, params = _proxy_network(genotype, proxy, data, fused_batch_norm=proxy.precision == "float32")
     train_ds = train_pipeline(data.x_train, data.y_train, proxy.batch_size, proxy.seed, proxy.spec.augment)
     steps_per_epoch = len(data.x_train) // proxy.batch_size
     total_steps = steps_per_epoch * proxy.epochs
@@ -267,6 +268,8 @@ _TPU_STRATEGIES: dict[str, tf.distribute.Strategy] = {}
 
 def tpu_strategy(tpu: str) -> tf.distribute.Strategy:
     """A TPUStrategy over `tpu` ("local": this worker's own chips), connected once per process."""
+    from trainer.train import make_strategy  # only TPU trials need full training's module
+
     if tpu not in _TPU_STRATEGIES:
         _TPU_STRATEGIES[tpu] = make_strategy(tpu)
     return _TPU_STRATEGIES[tpu]
@@ -283,9 +286,7 @@ def train_with_strategy(genotype: NasNetGenotype, proxy: ProxyConfig, data, stra
     t_start = time.perf_counter()
     steps_per_epoch = len(data.x_train) // proxy.batch_size
     with strategy.scope():
-        config = NasNetConfig(num_cells=3 * proxy.num_cells, filters=proxy.filters, stem="cifar")
-        model = build_nasnet(genotype, data.input_shape, data.num_classes, config)
-        params = _size_within_limit(model, proxy)
+        model, params = _proxy_network(genotype, proxy, data, fused_batch_norm=False)
         schedule = keras.optimizers.schedules.CosineDecay(proxy.learning_rate, steps_per_epoch * proxy.epochs)
         optimizer = keras.optimizers.SGD(schedule, momentum=proxy.momentum, nesterov=True)
         if proxy.precision == "mixed_float16":

@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV ?= .venv
 STAMP := $(VENV)/.installed-stamp
 SEARCH_DIR ?= runs/search
+APT_INSTALL = { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+  { apt-get install -y --no-install-recommends $(1) >/dev/null 2>&1 || \
+    { apt-get update >/dev/null 2>&1 && apt-get install -y --no-install-recommends $(1) >/dev/null 2>&1; }; }; }
 
 .PHONY: search test install clean
 
@@ -10,11 +13,12 @@ $(STAMP): setup.py
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(VENV)/bin/python -m pip install --quiet -e '.[test]'
-	@# Graphviz draws cells (amoeba show --format=svg|png): Debian's package, installed when we are root
-	@command -v dot >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
-	  { apt-get install -y --no-install-recommends graphviz >/dev/null 2>&1 || \
-	    { apt-get update >/dev/null 2>&1 && apt-get install -y --no-install-recommends graphviz >/dev/null 2>&1; }; }; } || \
-	  echo "note: Graphviz is not installed (apt-get install graphviz): amoeba show --format=svg|png will say so"
+	@# Debian packages, installed when we are root: Graphviz draws cells (amoeba show, amoeba report);
+	@# Chromium opens the report in a test, as a reader would
+	@command -v dot >/dev/null || $(call APT_INSTALL,graphviz) || \
+	  echo "note: Graphviz is not installed (apt-get install graphviz): amoeba show and report will say so"
+	@command -v chromium >/dev/null || $(call APT_INSTALL,chromium) || \
+	  echo "note: Chromium is not installed (apt-get install chromium): the test that opens the report skips"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -14,7 +14,7 @@ from trainer.storage import write_json, write_text
 
 COLUMNS = [
     "trial_id", "parent_id", "mutation", "genotype", "key", "status", "val_accuracy", "params",
-    "train_seconds", "images_per_sec", "trial_seconds", "error",
+    "multiply_adds", "train_seconds", "images_per_sec", "trial_seconds", "told_at", "error",
 ]
 
 
@@ -34,6 +34,8 @@ def results_table(algorithm: SearchAlgorithm) -> pd.DataFrame:
                 "status": outcome.status if outcome else "pending",
                 "val_accuracy": metrics.get("val_accuracy"),
                 "params": metrics.get("params"),
+                "multiply_adds": metrics.get("multiply_adds"),
+                "told_at": outcome.told_at if outcome else None,
                 "train_seconds": metrics.get("train_seconds"),
                 "images_per_sec": metrics.get("images_per_sec"),
                 "trial_seconds": metrics.get("trial_seconds"),
@@ -43,7 +45,7 @@ def results_table(algorithm: SearchAlgorithm) -> pd.DataFrame:
         rows[-1].setdefault(algorithm.objective, metrics.get(algorithm.objective))
     columns = COLUMNS + ([algorithm.objective] if algorithm.objective not in COLUMNS else [])
     table = pd.DataFrame(rows, columns=columns)
-    return table.astype({"parent_id": "Int64", "params": "Int64"})
+    return table.astype({"parent_id": "Int64", "params": "Int64", "multiply_adds": "Int64"})
 
 
 def write_results(algorithm: SearchAlgorithm, output_dir: str) -> None:

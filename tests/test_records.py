@@ -103,3 +103,24 @@ def test_missing_split_and_metadata_name_the_dir(tmp_path, fake):
         records.eval_dataset(str(tmp_path), 8, 16)
     with pytest.raises(FileNotFoundError, match=f"{tmp_path}: no metadata.json"):
         records.read_metadata(str(tmp_path))
+
+
+def test_cifar_augmentation_keeps_shapes_and_cutout_blanks_a_square(fake):
+    data = records.train_dataset(fake, 8, 24, label_offset=1, augmentation="cifar", cutout=8, seed=3)
+    images, _ = next(iter(data))
+    assert images.shape == (8, 24, 24, 3) and float(tf.reduce_max(tf.abs(images))) <= 1.0
+    blanked = records._cutout(tf.ones([16, 16, 3]), 8, tf.constant([1, 2]))
+    zeros = int(tf.reduce_sum(tf.cast(blanked[..., 0] == 0, tf.int32)))
+    assert 16 <= zeros <= 64  # an 8x8 square, clipped where its centre is near a border
+    rows = np.flatnonzero(np.any(blanked[..., 0].numpy() == 0, axis=1))
+    assert rows.max() - rows.min() + 1 == len(rows) <= 8  # one contiguous square
+    with pytest.raises(ValueError, match="augmentation: unknown 'autoaugment'"):
+        records.train_dataset(fake, 8, 24, augmentation="autoaugment")
+
+
+def test_whole_image_evaluation_does_not_crop():
+    pixels = tf.cast(tf.reshape(tf.range(16 * 16 * 3) % 256, [16, 16, 3]), tf.uint8)
+    whole = records.preprocess_for_eval(tf.io.encode_png(pixels), 16, center_crop=False)
+    np.testing.assert_allclose(whole.numpy(), pixels.numpy() / 127.5 - 1.0, atol=1e-6)
+    cropped = records.preprocess_for_eval(tf.io.encode_png(pixels), 16)
+    assert not np.allclose(cropped.numpy(), whole.numpy())

@@ -65,6 +65,9 @@ def test_train_kill_resume_evaluate_export_predict(cifar_mini, tmp_path):
     assert {"loss", "top1", "top5", "learning_rate", "images_per_sec"} <= summary_tags(os.path.join(model_dir, "train"))
     assert {"loss", "top1", "top5"} <= summary_tags(os.path.join(model_dir, "eval"))
     assert summary_steps(os.path.join(model_dir, "eval"), "top1") == [30, 60]  # every --steps_per_eval
+    history = [json.loads(line) for line in open(os.path.join(model_dir, "eval_history.jsonl"))]
+    assert [row["step"] for row in history] == [30, 60] and history[-1]["top1"] == evaluation["top1"]
+    assert 0 < history[0]["wall_seconds"] < history[1]["wall_seconds"]  # training time, adding up over the resume
 
     # Evaluate again from the model_dir alone: the same figures.
     again = json.loads(amoeba("evaluate", f"--model_dir={model_dir}").stdout.strip().splitlines()[-1])

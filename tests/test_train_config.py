@@ -24,3 +24,27 @@ def test_a_train_config_json_written_before_the_one_vocabulary_still_loads():
     assert (config.num_cells, config.filters, config.learning_rate) == (2, 128, 2.56)  # 6 in all = 2 per stack
     assert config.model_dir == "elsewhere"
     assert config_from_saved(config.to_json()) == config
+
+
+def test_train_and_promote_share_the_recipe_flags():
+    from experiments.commands import promote as promote_command
+
+    recipe = [name for name in train_command.FLAGS if name not in ("model", "data", "model_dir", "export_dir")]
+    for name in recipe:
+        assert promote_command.FLAGS[name].default == train_command.FLAGS[name].default, name
+        assert promote_command.FLAGS[name].help == train_command.FLAGS[name].help, name
+
+
+def test_augmentation_and_evaluation_period():
+    import pytest
+
+    from trainer.records import DataInfo
+    from trainer.train import steps_per_eval
+
+    with pytest.raises(ValueError, match="cutout: only with augmentation 'cifar'"):
+        TrainConfig(model="resnet20", data="d", model_dir="m", train_steps=1, cutout=16)
+    info = DataInfo(50_000, 10_000, 10, tuple("abcdefghij"), 0)
+    config = TrainConfig(model="resnet20", data="d", model_dir="m", train_steps=1, train_batch_size=128,
+                         augmentation="cifar", epochs_per_eval=1.0)
+    assert steps_per_eval(config, info) == 391 and not config.center_crop
+    assert steps_per_eval(TrainConfig(**{**config.__dict__, "steps_per_eval": 5}), info) == 5

@@ -28,6 +28,7 @@ import keras
 import tensorflow as tf
 
 from searchspace.nasnet import NasNetGenotype
+from trainer.flops import count_multiply_adds
 from trainer.nasnet import NasNetConfig, build_nasnet
 from trainer.proxy import PRECISIONS, ProxyConfig
 from trainer.proxy_data import eval_pipeline, load_proxy_data, train_pipeline
@@ -102,7 +103,7 @@ def use_gpu_memory_growth() -> None:
             pass
 
 
-def _set_threads(threads: int) -> None:
+def set_threads(threads: int) -> None:
     if threads <= 0:
         return
     try:
@@ -151,7 +152,7 @@ def _freeze_long_lived_objects() -> None:
 
 def train_candidate(genotype: NasNetGenotype, proxy: ProxyConfig) -> dict[str, float]:
     """Train `genotype` on the proxy task; return validation accuracy, size and timings."""
-    _set_threads(proxy.threads)
+    set_threads(proxy.threads)
     reset_keras()
     t_start = time.perf_counter()
     data = load_proxy_data(proxy)
@@ -169,9 +170,9 @@ def train_candidate(genotype: NasNetGenotype, proxy: ProxyConfig) -> dict[str, f
 
 
 def _proxy_network(genotype: NasNetGenotype, proxy: ProxyConfig, data, fused_batch_norm: bool
-                   ) -> tuple[keras.Model, int]:
-    """The candidate's proxy network (N cells per stack, F filters, CIFAR stem) and its parameter
-    count; CandidateFailed, before any training, over `proxy.max_params`."""
+                   ) -> tuple[keras.Model, dict[str, int]]:
+    """The candidate's proxy network (N cells per stack, F filters, CIFAR stem) and its size
+    (params, multiply_adds per image); CandidateFailed, before any training, over `proxy.max_params`."""
     config = NasNetConfig(num_cells=3 * proxy.num_cells, filters=proxy.filters, stem="cifar",
                           fused_batch_norm=fused_batch_norm)
     model = build_nasnet(genotype, data.input_shape, data.num_classes, config)
@@ -179,13 +180,13 @@ def _proxy_network(genotype: NasNetGenotype, proxy: ProxyConfig, data, fused_bat
     if proxy.max_params and params > proxy.max_params:
         raise CandidateFailed(f"too large: {params:,} parameters, over the limit of {proxy.max_params:,} "
                               "(--max_params); not trained")
-    return model, params
+    return model, {"params": params, "multiply_adds": count_multiply_adds(model)}
 
 
 def _train(genotype: NasNetGenotype, proxy: ProxyConfig, data, t_start: float, load_seconds: float
            ) -> dict[str, float]:
     # Keras's own batch norm in 16-bit compute: the fused layer is written for float32
-    model, params = _proxy_network(genotype, proxy, data, fused_batch_norm=proxy.precision == "float32")
+    model, size = _proxy_network(genotype, proxy, data, fused_batch_norm=proxy.precision == "float32")
     train_ds = train_pipeline(data.x_train, data.y_train, proxy.batch_size, proxy.seed, proxy.spec.augment)
     steps_per_epoch = len(data.x_train) // proxy.batch_size
     total_steps = steps_per_epoch * proxy.epochs
@@ -253,7 +254,7 @@ def _train(genotype: NasNetGenotype, proxy: ProxyConfig, data, t_start: float, l
         "train_images": len(data.x_train),
         "val_loss": loss / n_val,
         "train_loss": train_loss,
-        "params": params,
+        **size,
         "load_seconds": load_seconds,
         "setup_seconds": setup_seconds,
         "first_step_seconds": first_step_seconds,
@@ -286,7 +287,7 @@ def train_with_strategy(genotype: NasNetGenotype, proxy: ProxyConfig, data, stra
     t_start = time.perf_counter()
     steps_per_epoch = len(data.x_train) // proxy.batch_size
     with strategy.scope():
-        model, params = _proxy_network(genotype, proxy, data, fused_batch_norm=False)
+        model, size = _proxy_network(genotype, proxy, data, fused_batch_norm=False)
         schedule = keras.optimizers.schedules.CosineDecay(proxy.learning_rate, steps_per_epoch * proxy.epochs)
         optimizer = keras.optimizers.SGD(schedule, momentum=proxy.momentum, nesterov=True)
         if proxy.precision == "mixed_float16":
@@ -318,7 +319,7 @@ def train_with_strategy(genotype: NasNetGenotype, proxy: ProxyConfig, data, stra
         "train_images": len(data.x_train),
         "val_loss": float(val["loss"]),
         "train_loss": float(history.history["loss"][-1]),
-        "params": params,
+        **size,
         "load_seconds": 0.0,
         "setup_seconds": setup_seconds,
         "first_step_seconds": epoch_ends[0] - t_train,

@@ -19,7 +19,8 @@ from trainer.models import split_outputs
 from trainer.records import preprocess_for_eval
 
 
-def export_model(model: keras.Model, export_dir: str, image_size: int, labels: Sequence[str]) -> None:
+def export_model(model: keras.Model, export_dir: str, image_size: int, labels: Sequence[str],
+                 center_crop: bool = True) -> None:
     class_names = tf.constant(list(labels))
 
     def classify(images):
@@ -30,7 +31,7 @@ def export_model(model: keras.Model, export_dir: str, image_size: int, labels: S
                 "class_names": tf.gather(class_names, classes)}
 
     def classify_bytes(image_bytes):
-        images = tf.map_fn(lambda b: preprocess_for_eval(b, image_size), image_bytes,
+        images = tf.map_fn(lambda b: preprocess_for_eval(b, image_size, center_crop), image_bytes,
                            fn_output_signature=tf.float32)
         return classify(images)
 

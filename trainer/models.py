@@ -8,6 +8,7 @@ This module must not train or read data.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -125,6 +126,43 @@ def model_report(model: keras.Model) -> dict[str, int]:
         model = keras.Model(model.inputs, model.outputs[0])
     params = sum(math.prod(w.shape) for w in model.trainable_weights)
     return {"params": int(params), "multiply_adds": count_multiply_adds(model)}
+
+
+def count_params(spec: ModelSpec) -> int:
+    """The inference network's trainable parameters (model_report's count) of `spec`."""
+    keras.backend.clear_session()
+    params = model_report(build_model(spec))["params"]
+    keras.backend.clear_session()
+    return params
+
+
+def match_filters(spec: ModelSpec, target_params: int, tolerance: float = 0.1) -> tuple[int, int]:
+    """(filters, params): the first-stack filters F that bring a NASNet `spec` closest to
+    `target_params` (parameters grow with F, so a bisection over F finds it). Raises ValueError
+    when the closest is off by more than `tolerance` (e.g. a target below the smallest network)."""
+    if not spec.family.nasnet:
+        raise ValueError(f"{spec.name}: only NASNet networks have filters to match")
+    counts: dict[int, int] = {}
+
+    def sized(filters: int) -> int:
+        if filters not in counts:
+            counts[filters] = count_params(dataclasses.replace(spec, filters=filters))
+        return counts[filters]
+
+    low, high = 2, 4  # the CIFAR stem needs 2 filters or more
+    while sized(high) < target_params:
+        low, high = high, high * 2
+        if high > 1 << 14:
+            raise ValueError(f"no F up to {high} reaches {target_params:,} parameters")
+    while high - low > 1:  # sized(low) < target <= sized(high), or low == 2
+        middle = (low + high) // 2
+        low, high = (middle, high) if sized(middle) < target_params else (low, middle)
+    best = min({low, high}, key=lambda f: (abs(sized(f) - target_params), f))
+    params = sized(best)
+    if abs(params - target_params) > tolerance * target_params:
+        raise ValueError(f"the closest size of this cell is F={best} with {params:,} parameters, more than "
+                         f"{tolerance:.0%} off the target {target_params:,}")
+    return best, params
 
 
 def split_outputs(outputs):

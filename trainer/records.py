@@ -21,6 +21,7 @@ from typing import Any, Callable, Sequence
 import tensorflow as tf
 
 from trainer import storage
+from trainer.train_config import AUGMENTATIONS
 
 METADATA_FILE = "metadata.json"
 LABELS_FILE = "labels.txt"
@@ -167,20 +168,43 @@ def _decode_cropped(encoded: tf.Tensor, window_fn: Callable[[tf.Tensor], tf.Tens
     return tf.ensure_shape(tf.cond(tf.io.is_jpeg(encoded), jpeg, other), [None, None, 3])
 
 
-def _eval_from_decoded(image: tf.Tensor, image_size: int) -> tf.Tensor:
-    return _normalize(_crop(image, _center_window(tf.shape(image))), image_size)
+def _eval_from_decoded(image: tf.Tensor, image_size: int, center_crop: bool = True) -> tf.Tensor:
+    if center_crop:
+        image = _crop(image, _center_window(tf.shape(image)))
+    return _normalize(image, image_size)
 
 
-def preprocess_for_eval(encoded_jpeg: tf.Tensor, image_size: int) -> tf.Tensor:
+def preprocess_for_eval(encoded_jpeg: tf.Tensor, image_size: int, center_crop: bool = True) -> tf.Tensor:
     """Encoded image bytes (JPEG; PNG/GIF/BMP/WebP also decode) -> float32 [S, S, 3] in [-1, 1]:
-    the centred CROP_FRACTION square resized to image_size. The image is decoded whole, not with
-    decode_and_crop_jpeg (whose chroma upsampling differs at the crop edges), so evaluation with
-    and without cache and the serving signature all give the same pixels."""
-    return _eval_from_decoded(_decode(encoded_jpeg), image_size)
+    the centred CROP_FRACTION square (the whole image with center_crop=False, as CIFAR models see
+    it) resized to image_size. The image is decoded whole, not with decode_and_crop_jpeg (whose
+    chroma upsampling differs at the crop edges), so evaluation with and without cache and the
+    serving signature all give the same pixels."""
+    return _eval_from_decoded(_decode(encoded_jpeg), image_size, center_crop)
 
 
-def _augment(image: tf.Tensor, seed: tf.Tensor, image_size: int) -> tf.Tensor:
-    return tf.image.stateless_random_flip_left_right(_normalize(image, image_size), seed)
+def _cutout(image: tf.Tensor, size: int, seed: tf.Tensor) -> tf.Tensor:
+    """Cutout (DeVries & Taylor 2017): a size x size square at a random centre, clipped at the
+    borders, set to 0 (the mean of the [-1, 1] range)."""
+    height, width = image.shape[0], image.shape[1]
+    centre = tf.cast(tf.random.stateless_uniform([2], seed) * tf.constant([height, width], tf.float32), tf.int32)
+    rows = tf.range(height)[:, None]
+    cols = tf.range(width)[None, :]
+    inside = ((rows >= centre[0] - size // 2) & (rows < centre[0] - size // 2 + size)
+              & (cols >= centre[1] - size // 2) & (cols < centre[1] - size // 2 + size))
+    return tf.where(inside[..., None], tf.zeros_like(image), image)
+
+
+def _cifar_augment(image: tf.Tensor, seed: tf.Tensor, cutout: int) -> tf.Tensor:
+    """The CIFAR recipe (He et al. 2016): zero-pad size/8 a side, random crop back, random flip;
+    then cutout when cutout > 0."""
+    size = image.shape[0]
+    pad = max(1, size // 8)
+    crop_seed, flip_seed, cutout_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 3))
+    padded = tf.pad(image, [[pad, pad], [pad, pad], [0, 0]])
+    image = tf.image.stateless_random_flip_left_right(tf.image.stateless_random_crop(padded, image.shape, crop_seed),
+                                                      flip_seed)
+    return _cutout(image, cutout, cutout_seed) if cutout > 0 else image
 
 
 # ---- datasets ----
@@ -220,14 +244,20 @@ def _check_sizes(batch_size: int, image_size: int) -> None:
 
 
 def train_dataset(data_dir: str, batch_size: int, image_size: int, *, label_offset: int = 0,
-                  seed: int = 0, cache: bool = False,
+                  seed: int = 0, cache: bool = False, augmentation: str = "inception", cutout: int = 0,
                   shuffle_buffer: int = SHUFFLE_BUFFER) -> tf.data.Dataset:
     """(images float32 [B, S, S, 3], labels int32 [B]), shuffled, augmented, repeated forever.
+
+    augmentation "inception": a distorted crop (area 8-100%) resized to image_size, and a flip (the
+    ImageNet recipe); "cifar": the whole image resized, then pad-crop-flip and `cutout` (small images).
 
     Augmentation seeds come from a seeded stream zipped with the records, so a seed gives the same
     batches however many threads map. cache=True keeps the decoded images in memory (small data).
     """
     _check_sizes(batch_size, image_size)
+    if augmentation not in AUGMENTATIONS:
+        raise ValueError(f"augmentation: unknown {augmentation!r}; known: {list(AUGMENTATIONS)}")
+    inception = augmentation == "inception"
     files = shard_files(data_dir, TRAIN_PREFIX)
     parse = parser(label_offset)
     if cache:
@@ -242,7 +272,7 @@ def train_dataset(data_dir: str, batch_size: int, image_size: int, *, label_offs
                 .repeat())
 
         def crop(image: tf.Tensor, crop_seed: tf.Tensor) -> tf.Tensor:
-            return _crop(image, _random_window(tf.shape(image), crop_seed))
+            return _crop(image, _random_window(tf.shape(image), crop_seed)) if inception else image
     else:
         names = (tf.data.Dataset.from_tensor_slices(files)
                  .shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat())
@@ -251,11 +281,16 @@ def train_dataset(data_dir: str, batch_size: int, image_size: int, *, label_offs
                 .map(parse, num_parallel_calls=tf.data.AUTOTUNE))
 
         def crop(encoded: tf.Tensor, crop_seed: tf.Tensor) -> tf.Tensor:
+            if not inception:
+                return _decode(encoded)
             return _decode_cropped(encoded, lambda shape: _random_window(shape, crop_seed))
 
     def augment(example: tuple[tf.Tensor, tf.Tensor], pair: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         crop_seed, flip_seed = tf.unstack(tf.random.experimental.stateless_split(pair, 2))
-        return _augment(crop(example[0], crop_seed), flip_seed, image_size), example[1]
+        image = _normalize(crop(example[0], crop_seed), image_size)
+        if inception:
+            return tf.image.stateless_random_flip_left_right(image, flip_seed), example[1]
+        return _cifar_augment(image, flip_seed, cutout), example[1]
 
     seeds = tf.data.Dataset.random(seed=seed).batch(2)
     return (tf.data.Dataset.zip((data, seeds))
@@ -265,18 +300,19 @@ def train_dataset(data_dir: str, batch_size: int, image_size: int, *, label_offs
 
 
 def eval_dataset(data_dir: str, batch_size: int, image_size: int, *, label_offset: int = 0,
-                 cache: bool = False) -> tf.data.Dataset:
+                 cache: bool = False, center_crop: bool = True) -> tf.data.Dataset:
     """(images, labels, weights): every example once, in a fixed order, then zero-weight padding
-    to a whole last batch, so every batch has the same shape and weighted accuracy is exact."""
+    to a whole last batch, so every batch has the same shape and weighted accuracy is exact.
+    center_crop=False evaluates whole images (the "cifar" augmentation's models)."""
     _check_sizes(batch_size, image_size)
     files = shard_files(data_dir, EVAL_PREFIX)
     parallel = tf.data.AUTOTUNE
     data = _read(tf.data.Dataset.from_tensor_slices(files), len(files)).map(parser(label_offset), parallel)
     if cache:  # preprocess_for_eval in two steps, the decoded images cached in between
         data = (data.map(lambda encoded, y: (_decode(encoded), y), parallel).cache()
-                .map(lambda image, y: (_eval_from_decoded(image, image_size), y), parallel))
+                .map(lambda image, y: (_eval_from_decoded(image, image_size, center_crop), y), parallel))
     else:
-        data = data.map(lambda encoded, y: (preprocess_for_eval(encoded, image_size), y), parallel)
+        data = data.map(lambda encoded, y: (preprocess_for_eval(encoded, image_size, center_crop), y), parallel)
     data = data.map(lambda image, y: (image, y, tf.constant(1.0)))
     padding = tf.data.Dataset.from_tensors(
         (tf.zeros([image_size, image_size, 3]), tf.constant(0, tf.int32), tf.constant(0.0))

@@ -81,6 +81,7 @@ def write_bytes(path: str, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide results and reports from other readers
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -94,6 +95,35 @@ def write_text(path: str, text: str) -> None:
 
 def write_json(path: str, data: Any) -> None:
     write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def append_line(path: str, line: str) -> None:
+    """Add one line to a log: appended and synced locally (a crash loses at most a part of the last
+    line, which readers skip); a gs:// object, which cannot be appended to, is rewritten whole."""
+    if is_gcs(path):
+        old = read_text(path) if exists(path) else ""
+        write_text(path, old + line + "\n")
+        return
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(line + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_lines_json(path: str) -> list[Any]:
+    """The JSON lines of a log written by append_line; a torn last line is skipped."""
+    if not exists(path):
+        return []
+    lines = read_text(path).splitlines()
+    rows = []
+    for number, line in enumerate(lines, 1):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            if number < len(lines):
+                raise ValueError(f"{path}:{number}: not a JSON line") from None
+    return rows
 
 
 def copy_tree_to_gcs(local_dir: str, gcs_dir: str) -> int:

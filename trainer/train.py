@@ -3,12 +3,14 @@
 A distribution strategy (TPUStrategy for --tpu, MirroredStrategy over visible GPUs, else the
 default CPU strategy), `iterations_per_loop` steps per tf.function call, checkpoints in
 `model_dir/checkpoints` (training resumes from the latest one, losing at most the steps since it),
-evaluation every `steps_per_eval` steps, TensorBoard summaries in `model_dir/train` and
-`model_dir/eval`. This module must not parse flags or know about search.
+evaluation every `steps_per_eval` steps (or `epochs_per_eval` epochs), each appended to
+`model_dir/eval_history.jsonl` with the training wall time to it (kept in the checkpoint, so it
+adds up over resumed runs), TensorBoard summaries in `model_dir/train` and `model_dir/eval`. This module must not parse flags or know about search.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -41,10 +43,20 @@ def make_strategy(tpu: str | None) -> tf.distribute.Strategy:
     return tf.distribute.get_strategy()
 
 
+EVAL_HISTORY = "eval_history.jsonl"
+
+
 def total_steps(config: TrainConfig, info: DataInfo) -> int:
     if config.train_steps > 0:
         return config.train_steps
     return math.ceil(config.num_epochs * info.num_train_images / config.train_batch_size)
+
+
+def steps_per_eval(config: TrainConfig, info: DataInfo) -> int:
+    """Steps between evaluations; 0: once, at the end."""
+    if config.steps_per_eval > 0 or config.epochs_per_eval <= 0:
+        return config.steps_per_eval
+    return max(1, round(config.epochs_per_eval * info.num_train_images / config.train_batch_size))
 
 
 class Trainer:
@@ -60,6 +72,7 @@ class Trainer:
                 "`amoeba prepare --index_tfrecords`)")
         self.label_offset = self.info.label_offset
         self.total_steps = total_steps(config, self.info)
+        self.steps_per_eval = steps_per_eval(config, self.info)
         self.strategy = make_strategy(config.tpu)
         replicas = self.strategy.num_replicas_in_sync
         if config.train_batch_size % replicas or config.eval_batch_size % replicas:
@@ -78,7 +91,10 @@ class Trainer:
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             optimizer.build(self.model.trainable_variables)
             self.optimizer = optimizer
-            self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer)
+            # training wall time so far (seconds), saved with the weights: it adds up over resumed runs
+            self.wall_seconds = tf.Variable(0.0, dtype=tf.float64, trainable=False)
+            self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
+                                                  wall_seconds=self.wall_seconds)
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, storage.join(config.model_dir, "checkpoints"), max_to_keep=3
         )
@@ -146,7 +162,8 @@ class Trainer:
         eval_batch = eval_batch or self._compile()[1]
         if self._eval_data is None:  # built once, so --cache keeps the decoded images
             data = eval_dataset(self.config.data, self.config.eval_batch_size, self.config.image_size,
-                                label_offset=self.label_offset, cache=self.config.cache)
+                                label_offset=self.label_offset, cache=self.config.cache,
+                                center_crop=self.config.center_crop)
             self._eval_data = self.strategy.experimental_distribute_dataset(data)
         totals = tf.zeros(4)
         for batch in self._eval_data:
@@ -193,16 +210,18 @@ class Trainer:
         step = int(self.optimizer.iterations)
         # A resumed run draws new batches: the data order is seeded by the step it resumes at.
         data = train_dataset(config.data, config.train_batch_size, config.image_size,
-                             label_offset=self.label_offset, seed=config.seed + step, cache=config.cache)
+                             label_offset=self.label_offset, seed=config.seed + step, cache=config.cache,
+                             augmentation=config.augmentation, cutout=config.cutout)
         iterator = iter(self.strategy.experimental_distribute_dataset(data))
         train_writer = tf.summary.create_file_writer(storage.join(config.model_dir, "train"))
         eval_writer = tf.summary.create_file_writer(storage.join(config.model_dir, "eval"))
-        every_steps = config.save_checkpoints_steps
+        every_steps, every_eval = config.save_checkpoints_steps, self.steps_per_eval
         last_save = time.monotonic()
+        clock = time.perf_counter()
         result: dict[str, Any] = {}
         while step < self.total_steps:
             boundaries = [self.total_steps, _next_multiple(step, config.iterations_per_loop)]
-            boundaries += [_next_multiple(step, n) for n in (every_steps, config.steps_per_eval) if n]
+            boundaries += [_next_multiple(step, n) for n in (every_steps, every_eval) if n]
             steps = min(boundaries) - step
             set_training_progress(self.model, step / self.total_steps)
             t0 = time.perf_counter()
@@ -217,13 +236,20 @@ class Trainer:
                 tf.summary.scalar("images_per_sec", n / seconds)
             print(f"step {step}/{self.total_steps}: loss {loss / n:.4f} top1 {top1 / n:.4f} "
                   f"({n / seconds:.1f} images/s)", flush=True)
-            at_eval = bool(config.steps_per_eval and step % config.steps_per_eval == 0) or step == self.total_steps
+            at_eval = bool(every_eval and step % every_eval == 0) or step == self.total_steps
             due = step % every_steps == 0 if every_steps else time.monotonic() - last_save >= config.save_checkpoints_secs
+            if at_eval:  # the wall time to an evaluation includes the evaluation (DAWNBench)
+                result = self.evaluate(eval_batch)
+            now = time.perf_counter()
+            self.wall_seconds.assign_add(now - clock)
+            clock = now
             if due or at_eval:  # a checkpoint costs real time (resnet18: 0.23 s), so not every loop
                 self.manager.save(checkpoint_number=step)
                 last_save = time.monotonic()
             if at_eval:
-                result = self.evaluate(eval_batch)
+                result["wall_seconds"] = float(self.wall_seconds.numpy())
+                result["epoch"] = step * config.train_batch_size / self.info.num_train_images
+                storage.append_line(storage.join(config.model_dir, EVAL_HISTORY), json.dumps(result))
                 with eval_writer.as_default(step=step):
                     for name in ("loss", "top1", "top5"):
                         tf.summary.scalar(name, result[name])

@@ -17,6 +17,7 @@ from trainer.proxy import PRECISIONS
 if TYPE_CHECKING:
     from trainer.models import ModelSpec
 
+AUGMENTATIONS = ("inception", "cifar")  # trainer/records.py's train_dataset implements each
 SCHEDULES = ("exponential", "piecewise", "cosine", "constant")  # trainer/schedules.py implements each
 OPTIMIZERS = ("rmsprop", "momentum", "sgd")
 
@@ -31,7 +32,8 @@ class TrainConfig:
     eval_batch_size: int = 128
     train_steps: int = 0
     num_epochs: float = 0.0  # used when train_steps is 0
-    steps_per_eval: int = 0  # 0: evaluate once, at the end
+    steps_per_eval: int = 0  # 0: evaluate once, at the end (or every epochs_per_eval)
+    epochs_per_eval: float = 0.0  # used when steps_per_eval is 0
     image_size: int = 224
     num_cells: int = 2  # N: normal cells per stack (the paper's N; 3 stacks)
     filters: int = 256  # F: filters of the first stack
@@ -53,6 +55,8 @@ class TrainConfig:
     drop_path_keep_prob: float = 1.0
     aux_weight: float = 0.0  # > 0 adds the auxiliary head with this loss weight
     label_offset: int | None = None  # None: the prepared data's own (metadata.json)
+    augmentation: str = "inception"  # "cifar": pad-crop-flip, whole images evaluated
+    cutout: int = 0  # "cifar": the side of the cutout square in pixels (0: none)
     cache: bool = False
     seed: int = 0
 
@@ -63,6 +67,10 @@ class TrainConfig:
             raise ValueError(f"lr_schedule: unknown {self.lr_schedule!r}; known: {list(SCHEDULES)}")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision: unknown {self.precision!r}; known: {list(PRECISIONS)}")
+        if self.augmentation not in AUGMENTATIONS:
+            raise ValueError(f"augmentation: unknown {self.augmentation!r}; known: {list(AUGMENTATIONS)}")
+        if self.cutout and self.augmentation != "cifar":
+            raise ValueError("cutout: only with augmentation 'cifar'")
         if self.train_steps <= 0 and self.num_epochs <= 0:
             raise ValueError("give train_steps or num_epochs")
         for name in ("train_batch_size", "eval_batch_size", "iterations_per_loop", "image_size"):
@@ -70,6 +78,11 @@ class TrainConfig:
                 raise ValueError(f"{name}: must be positive, got {getattr(self, name)}")
         if self.model == "genotype" and self.genotype is None:
             raise ValueError("model 'genotype' needs a genotype")
+
+    @property
+    def center_crop(self) -> bool:
+        """Whether evaluation (and serving) crops the centre: not for CIFAR-style models."""
+        return self.augmentation == "inception"
 
     def model_spec(self, num_classes: int) -> "ModelSpec":
         from trainer.models import ModelSpec

@@ -29,5 +29,6 @@ def main(args: list[str]) -> None:
         raise app.UsageError(str(err)) from None
     print(json.dumps(trainer.evaluate()))
     if FLAGS.export_dir:
-        export_model(trainer.model, FLAGS.export_dir, trainer.config.image_size, trainer.info.labels)
+        export_model(trainer.model, FLAGS.export_dir, trainer.config.image_size, trainer.info.labels,
+                     trainer.config.center_crop)
         print(f"exported SavedModel to {FLAGS.export_dir}")

@@ -1,0 +1,324 @@
+"""Promote a search's best cells: retrain the top-k distinct genotypes beside baseline models under
+one recipe (the same data, schedule and budget), each model a Ray trial with its own resources,
+then compare them in `comparison.csv` / `comparison.json`.
+
+The plan (which models, at which filters) is fixed by the first run in `promote_plan.json`; a rerun
+with the same settings trains only the models without a `result.json`, each resuming from its
+checkpoint. Models train in `OUTPUT_DIR/models/NAME` (an `amoeba train` model_dir: `amoeba
+evaluate`, `export` and TensorBoard work on it). This module must not parse flags; TensorFlow is
+imported only to size the models (--match_params) and in the trials.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from evolution import resume
+from experiments.search import JOURNAL, trial_resources
+from trainer import storage
+from trainer.train_config import TrainConfig, config_from_saved
+
+PLAN = "promote_plan.json"
+RESULT = "result.json"
+COMPARISON_COLUMNS = [
+    "name", "kind", "model", "status", "params", "multiply_adds", "top1", "top5", "epochs", "wall_seconds",
+    "images_per_sec", "time_to_top1_s", "time_to_top5_s", "cost_to_top1", "cost_to_top5", "filters",
+    "search_trial_id", "search_val_accuracy", "search_dir", "error",
+]
+# Settings that change how the models run or are scored, not what is trained: free to change on a rerun.
+HOW_IT_RUNS = ("cpus_per_trial", "gpus_per_trial", "tpus_per_trial", "max_concurrent", "max_failures", "ray_address",
+               "cost_per_hour", "target_top1", "target_top5")
+MATCH_TOLERANCE = 0.1  # the paper compares cells at equal size: within 10% of the target's parameters
+
+
+@dataclass(frozen=True)
+class PromoteConfig:
+    output_dir: str
+    data: str
+    recipe: dict[str, Any]  # TrainConfig fields but model, genotype, data and model_dir
+    search_dirs: tuple[str, ...] = ()
+    top_k: int = 3
+    baselines: tuple[str, ...] = ()
+    match_params: str | None = None  # a baseline name or a parameter count
+    target_top1: float = 0.0  # 0: no time-to-accuracy column
+    target_top5: float = 0.0
+    cost_per_hour: float = 0.0  # of one trial's resources (DAWNBench's cost); 0: no cost column
+    cpus_per_trial: float = 0.0
+    gpus_per_trial: float = 0.0
+    tpus_per_trial: int = 0
+    max_concurrent: int = 0
+    max_failures: int = 2
+    ray_address: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.search_dirs and not self.baselines:
+            raise ValueError("nothing to promote: give --search_dir, --baselines or both")
+        if self.top_k < 0:
+            raise ValueError(f"top_k: must be 0 or more, got {self.top_k}")
+        from trainer.models import MODEL_NAMES
+
+        unknown = [b for b in self.baselines if b not in MODEL_NAMES or b == "genotype"]
+        if unknown:
+            raise ValueError(f"baselines: unknown {unknown}; known: {[n for n in MODEL_NAMES if n != 'genotype']}")
+        if self.match_params and not self.match_params.isdigit() and self.match_params not in MODEL_NAMES:
+            raise ValueError(f"match_params: {self.match_params!r} is neither a model name nor a parameter count")
+        for name in ("target_top1", "target_top5"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"{name}: an accuracy in [0, 1], got {getattr(self, name)}")
+        self.train_config("check", "resnet20")  # the recipe's own checks, at once
+
+    def train_config(self, name: str, model: str, genotype: Any = None, **changes: Any) -> TrainConfig:
+        """The recipe for one model; the NASNet-only options (dropout, drop path, aux head) are off for
+        other families (ResNets)."""
+        from trainer.models import MODEL_FAMILIES
+
+        recipe = {**self.recipe, **changes}
+        if not MODEL_FAMILIES[model].nasnet:
+            recipe.update(dropout=0.0, drop_path_keep_prob=1.0, aux_weight=0.0)
+        if self.tpus_per_trial and not recipe.get("tpu"):
+            recipe["tpu"] = "local"  # the trial's own TPU chips (Ray's TPU resource)
+        return TrainConfig(model=model, genotype=genotype, data=self.data,
+                           model_dir=os.path.join(os.path.abspath(self.output_dir), "models", name), **recipe)
+
+    def settings(self) -> dict[str, Any]:
+        """What fixes the plan and the trained models (not how they run): compared on a rerun."""
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in HOW_IT_RUNS}
+        data["recipe"] = {k: list(v) if isinstance(v, tuple) else v for k, v in self.recipe.items()}
+        data["search_dirs"], data["baselines"] = list(self.search_dirs), list(self.baselines)
+        return data
+
+
+@dataclass(frozen=True)
+class PlannedModel:
+    name: str  # its dir under models/ and its row of the comparison
+    kind: str  # "searched" or "baseline"
+    model: str  # a MODEL_FAMILIES name
+    genotype: dict[str, Any] | None = None
+    filters: int | None = None  # set by --match_params for searched cells
+    search_trial_id: int | None = None
+    search_val_accuracy: float | None = None
+    search_dir: str | None = None
+
+
+def top_genotypes(search_dir: str, k: int) -> list[PlannedModel]:
+    """The k best distinct genotypes of a search by its objective (ties: fewer parameters, then the
+    earlier trial); a genotype seen twice counts once."""
+    path = os.path.join(search_dir, JOURNAL)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"--search_dir {search_dir}: no {JOURNAL}; is it an `amoeba search` output dir?")
+    algorithm = resume(path, read_only=True)
+    sign = -1 if algorithm.mode == "max" else 1
+    ranked = sorted(
+        (tid for tid, outcome in algorithm.outcomes.items() if outcome.status == "ok"),
+        key=lambda tid: (sign * float(algorithm.outcomes[tid].metrics[algorithm.objective]),
+                         algorithm.outcomes[tid].metrics.get("params") or math.inf, tid))
+    chosen: list[PlannedModel] = []
+    seen: set[str] = set()
+    prefix = os.path.basename(os.path.normpath(search_dir))
+    for tid in ranked:
+        trial = algorithm.trials[tid]
+        if len(chosen) == k:
+            break
+        if trial.genotype.key() in seen:
+            continue
+        seen.add(trial.genotype.key())
+        chosen.append(PlannedModel(
+            name=f"{prefix}-trial{tid}", kind="searched", model="genotype", genotype=trial.genotype.to_json(),
+            search_trial_id=tid, search_val_accuracy=float(algorithm.outcomes[tid].metrics[algorithm.objective]),
+            search_dir=os.path.abspath(search_dir)))
+    if not chosen and k:
+        raise ValueError(f"--search_dir {search_dir}: no successful trial to promote")
+    return chosen
+
+
+def plan_models(config: PromoteConfig) -> list[PlannedModel]:
+    """The searched cells (sized to --match_params when given) and the baselines to train."""
+    planned = [m for d in config.search_dirs for m in top_genotypes(d, config.top_k)]
+    names = [m.name for m in planned]
+    if len(set(names)) < len(names):
+        raise ValueError(f"two --search_dir have the same folder name: {names}")
+    if config.match_params and planned:
+        from searchspace import NasNetGenotype
+        from trainer.models import count_params, match_filters
+        from trainer.records import read_metadata
+
+        classes = read_metadata(config.data).num_classes
+
+        def spec(model: str, genotype: Any = None):
+            return config.train_config("sizing", model, genotype).model_spec(classes)
+
+        target = (int(config.match_params) if config.match_params.isdigit()
+                  else count_params(spec(config.match_params)))
+        sized = []
+        for m in planned:
+            try:
+                filters, params = match_filters(spec("genotype", NasNetGenotype.from_json(m.genotype)), target,
+                                                MATCH_TOLERANCE)
+            except ValueError as err:
+                raise ValueError(f"--match_params={config.match_params} ({target:,} parameters), {m.name}: {err}") \
+                    from None
+            print(f"{m.name}: F={filters}, {params:,} parameters ({params / target - 1:+.1%} of {target:,})")
+            sized.append(dataclasses.replace(m, filters=filters))
+        planned = sized
+    planned += [PlannedModel(name=b, kind="baseline", model=b) for b in config.baselines]
+    return planned
+
+
+def model_config(config: PromoteConfig, m: PlannedModel) -> TrainConfig:
+    from searchspace import NasNetGenotype
+
+    genotype = NasNetGenotype.from_json(m.genotype) if m.genotype else None
+    return config.train_config(m.name, m.model, genotype, **({"filters": m.filters} if m.filters else {}))
+
+
+def open_plan(config: PromoteConfig) -> list[PlannedModel]:
+    """The plan of output_dir: made and saved by the first run; a rerun must have the same settings
+    (ValueError naming those that differ), and gets the saved plan."""
+    path = os.path.join(config.output_dir, PLAN)
+    settings = config.settings()
+    if os.path.exists(path):
+        saved = storage.read_json(path)
+        changed = [f"{k}: {saved['settings'].get(k)!r} -> {v!r}" for k, v in settings.items()
+                   if saved["settings"].get(k) != v]
+        if changed:
+            raise ValueError(f"{config.output_dir} was promoted with other settings ({'; '.join(changed)}): "
+                             "rerun with the same flags to resume it, or use a new --output_dir")
+        return [PlannedModel(**m) for m in saved["models"]]
+    planned = plan_models(config)
+    storage.write_json(path, {"settings": settings, "models": [dataclasses.asdict(m) for m in planned],
+                              "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+    return planned
+
+
+def _trial_name(trial: Any) -> str:
+    return trial.config["model"]["name"]
+
+
+def promote_trial(config: dict[str, Any], threads: int) -> None:
+    """A Ray Tune trial: train one planned model (resuming from its checkpoint), write its result.json."""
+    config = config["model"]
+    from ray import tune
+
+    from trainer.candidate import set_threads, use_gpu_memory_growth
+    from trainer.models import model_report
+    from trainer.train import EVAL_HISTORY, Trainer
+
+    use_gpu_memory_growth()
+    set_threads(threads)
+    train_config = config_from_saved(config["train_config"])
+    trainer = Trainer(train_config)
+    final = trainer.train()
+    wall = float(trainer.wall_seconds.numpy())
+    steps = int(trainer.optimizer.iterations)
+    result = {
+        "name": config["name"], **model_report(trainer.model), "top1": final["top1"], "top5": final["top5"],
+        "loss": final["loss"], "steps": steps, "epochs": steps * train_config.train_batch_size /
+        trainer.info.num_train_images, "wall_seconds": wall,
+        "images_per_sec": steps * train_config.train_batch_size / wall if wall else None,
+        "num_eval_images": final["num_examples"],
+        "history": storage.read_lines_json(storage.join(train_config.model_dir, EVAL_HISTORY)),
+    }
+    storage.write_json(storage.join(train_config.model_dir, RESULT), result)
+    tune.report({"top1": final["top1"]})
+
+
+def run_promote(config: PromoteConfig, trainable: Any = None) -> pd.DataFrame:
+    """Train every planned model not yet finished, as Ray Tune trials; write and return the comparison."""
+    import ray
+    from ray import tune
+
+    from experiments.local_ray import init_ray
+
+    planned = open_plan(config)
+    todo = [m for m in planned if not os.path.exists(os.path.join(model_config(config, m).model_dir, RESULT))]
+    for m in planned:
+        if m not in todo:
+            print(f"{m.name}: already trained ({os.path.join('models', m.name, RESULT)})")
+    errors: dict[str, str] = {}
+    if todo:
+        started_ray = not ray.is_initialized()
+        if started_ray:
+            os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+            init_ray(config.ray_address)
+        try:
+            resources, concurrent = trial_resources(config, ray.cluster_resources())
+            trainable = trainable or tune.with_parameters(promote_trial, threads=max(1, int(resources["CPU"])))
+            models = [{"name": m.name, "train_config": model_config(config, m).to_json()} for m in todo]
+            grid = tune.Tuner(
+                tune.with_resources(trainable, resources),
+                param_space={"model": tune.grid_search(models)},
+                tune_config=tune.TuneConfig(max_concurrent_trials=concurrent,
+                                            trial_name_creator=_trial_name, trial_dirname_creator=_trial_name),
+                run_config=tune.RunConfig(
+                    name=time.strftime("tune-%Y%m%d-%H%M%S"), verbose=0,
+                    storage_path=os.path.abspath(os.path.join(config.output_dir, "tune")),
+                    failure_config=tune.FailureConfig(max_failures=config.max_failures)),
+            ).fit()
+            for result in grid:
+                if result.error is not None:
+                    errors[result.config["model"]["name"]] = _one_line(result.error)
+        finally:
+            if started_ray:
+                ray.shutdown()
+    table = comparison_table(config, planned, errors)
+    write_comparison(config.output_dir, table)
+    return table
+
+
+def _one_line(error: BaseException) -> str:
+    """The last `SomeError: message` line of a trial's error (Ray wraps it in its traceback)."""
+    lines = [line.strip() for line in str(error).splitlines()]
+    raised = [line for line in lines if re.match(r"^[\w.]+(Error|Exception|Exit)\b.*:", line)]
+    return (raised or [line for line in lines if line] or [type(error).__name__])[-1][:200]
+
+
+def first_at(history: list[dict[str, Any]], metric: str, target: float) -> float | None:
+    """DAWNBench's time to accuracy: the wall time of the first evaluation at or over `target`."""
+    for row in sorted(history, key=lambda r: r["step"]):
+        if row[metric] >= target:
+            return float(row["wall_seconds"])
+    return None
+
+
+def comparison_table(config: PromoteConfig, planned: list[PlannedModel], errors: dict[str, str]) -> pd.DataFrame:
+    rows = []
+    for m in planned:
+        path = os.path.join(model_config(config, m).model_dir, RESULT)
+        result = storage.read_json(path) if os.path.exists(path) else {}
+        row = {"name": m.name, "kind": m.kind, "model": m.model, "filters": m.filters,
+               "search_trial_id": m.search_trial_id, "search_val_accuracy": m.search_val_accuracy,
+               "search_dir": m.search_dir, "status": "ok" if result else ("failed" if m.name in errors else "pending"),
+               "error": errors.get(m.name, "")}
+        row.update({k: result.get(k) for k in ("params", "multiply_adds", "top1", "top5", "epochs", "wall_seconds",
+                                                "images_per_sec")})
+        for metric in ("top1", "top5"):
+            target = getattr(config, f"target_{metric}")
+            seconds = first_at(result.get("history", []), metric, target) if target and result else None
+            row[f"time_to_{metric}_s"] = seconds
+            row[f"cost_to_{metric}"] = seconds / 3600 * config.cost_per_hour if seconds and config.cost_per_hour \
+                else None
+        rows.append(row)
+    table = pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+    return table.astype({"params": "Int64", "multiply_adds": "Int64", "filters": "Int64", "search_trial_id": "Int64"})
+
+
+def write_comparison(output_dir: str, table: pd.DataFrame) -> None:
+    storage.write_text(os.path.join(output_dir, "comparison.csv"), table.to_csv(index=False))
+    storage.write_text(os.path.join(output_dir, "comparison.json"), table.to_json(orient="records", indent=2) + "\n")
+
+
+def comparison_text(table: pd.DataFrame) -> str:
+    """The comparison as a terminal table: the columns a reader compares, best top-1 first."""
+    shown = ["name", "status", "params", "multiply_adds", "top1", "top5", "epochs", "wall_seconds", "images_per_sec",
+             "time_to_top1_s", "cost_to_top1"]
+    shown = [c for c in shown if table[c].notna().any() or c in ("name", "status")]
+    ordered = table.sort_values("top1", ascending=False, na_position="last")[shown]
+    return ordered.to_string(index=False, float_format=lambda v: f"{v:.4g}")

@@ -1,0 +1,329 @@
+"""One self-contained HTML report (figures as inline SVG: no network needed to view it) and the same
+tables as text, from search dirs and promote dirs.
+
+What it shows: each search's progress (every trial's accuracy and the best so far, against trial
+number and wall time; several searches, e.g. regularized evolution and random, on the same axes),
+accuracy against parameters and multiply-adds with the Pareto front marked, the best genotypes'
+cells drawn by Graphviz, the comparison of promoted models and baselines, and the settings of
+each run. Reads only the runs' own files; must not train, search or talk to Ray.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from evolution import resume
+from experiments.promote import PLAN, comparison_text
+from experiments.results import results_table, top_trials
+from experiments.search import CONFIG, JOURNAL
+
+TOP_GENOTYPES = 3  # cells drawn per search
+
+
+@dataclass
+class SearchRun:
+    name: str
+    folder: str
+    algorithm: str
+    objective: str
+    table: pd.DataFrame  # experiments/results.py's results table
+    settings: dict[str, Any]
+    genotypes: dict[int, Any] = field(default_factory=dict)  # trial id -> genotype, of the best trials
+
+
+@dataclass
+class PromoteRun:
+    name: str
+    folder: str
+    table: pd.DataFrame  # experiments/promote.py's comparison
+    settings: dict[str, Any]
+    genotypes: dict[str, dict[str, Any]] = field(default_factory=dict)  # model name -> genotype JSON
+
+
+def load_run(folder: str) -> SearchRun | PromoteRun:
+    """The run in `folder`: a search (journal.jsonl) or a promote (promote_plan.json + comparison)."""
+    name = os.path.basename(os.path.normpath(folder))
+    if os.path.exists(os.path.join(folder, JOURNAL)):
+        algorithm = resume(os.path.join(folder, JOURNAL), read_only=True)
+        table = results_table(algorithm)
+        settings_path = os.path.join(folder, CONFIG)
+        if os.path.exists(settings_path):
+            settings = json.load(open(settings_path))
+        else:  # a journal written without `amoeba search`: its start event says what was searched
+            with open(os.path.join(folder, JOURNAL)) as journal:
+                settings = json.loads(journal.readline())
+        best = top_trials(table, algorithm, TOP_GENOTYPES)
+        genotypes = {int(t): algorithm.trials[int(t)].genotype for t in best.trial_id}
+        return SearchRun(name, folder, type(algorithm).name, algorithm.objective, table, settings, genotypes)
+    comparison = os.path.join(folder, "comparison.csv")
+    if os.path.exists(os.path.join(folder, PLAN)) and os.path.exists(comparison):
+        plan = json.load(open(os.path.join(folder, PLAN)))
+        genotypes = {m["name"]: m["genotype"] for m in plan["models"] if m.get("genotype")}
+        return PromoteRun(name, folder, pd.read_csv(comparison), plan["settings"], genotypes)
+    raise FileNotFoundError(f"{folder}: neither a search dir ({JOURNAL}) nor a promote dir ({PLAN} and "
+                            "comparison.csv)")
+
+
+# ---- figures (matplotlib, drawn to SVG text) ----
+
+def _svg(fig) -> str:
+    import matplotlib.pyplot as plt
+
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg")
+    plt.close(fig)
+    text = buffer.getvalue()
+    return text[text.index("<svg"):]  # inline: no XML prolog or DOCTYPE
+
+
+def _axes(columns: int, width: float = 6.0):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams["svg.fonttype"] = "path"  # text as outlines: the same on every viewer, no font needed
+    return plt.subplots(1, columns, figsize=(width * columns, 4.2), squeeze=False)
+
+
+def _hours_since_start(table: pd.DataFrame) -> pd.Series:
+    """Hours from the first trial's start to each result (NaN where the journal has no times)."""
+    told = pd.to_numeric(table.told_at, errors="coerce")
+    start = (told - table.trial_seconds.fillna(0)).min()
+    return (told - start) / 3600
+
+
+def progress_figure(searches: list[SearchRun]) -> str:
+    """Each trial's accuracy (dots) and the best so far (line), against trial number and wall time."""
+    fig, axes = _axes(2)
+    for i, run in enumerate(searches):
+        colour = f"C{i}"
+        done = run.table[run.table.status != "pending"].sort_values("trial_id")
+        score = done[run.objective].astype(float)
+        best = score.where(done.status == "ok").cummax()
+        label = f"{run.name} ({run.algorithm})"
+        hours = _hours_since_start(done)
+        for ax, x in ((axes[0][0], done.trial_id), (axes[0][1], hours)):
+            if x.isna().all():
+                continue
+            ax.scatter(x, score, s=10, alpha=0.45, color=colour)
+            ax.step(x, best, where="post", color=colour, linestyle=("-", "--", ":", "-.")[i % 4], linewidth=1.6,
+                    label=f"{label}: best so far")
+    undated = [run.name for run in searches if _hours_since_start(run.table).isna().all()]
+    if undated:
+        axes[0][1].text(0.5, 0.08, f"no result times in the journal of {', '.join(undated)}", ha="center",
+                        transform=axes[0][1].transAxes, fontsize=8)
+    axes[0][0].set_xlabel("trial")
+    axes[0][1].set_xlabel("wall time (hours)")
+    for ax in axes[0]:
+        ax.set_ylabel(f"{searches[0].objective} (proxy)")
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    return _svg(fig)
+
+
+def pareto_front(cost: np.ndarray, accuracy: np.ndarray) -> np.ndarray:
+    """Indices of the points no other point beats on both (lower cost, higher accuracy), by cost."""
+    order = np.lexsort((-accuracy, cost))
+    front, best = [], -np.inf
+    for i in order:
+        if accuracy[i] > best:
+            front.append(i)
+            best = accuracy[i]
+    return np.array(front, dtype=int)
+
+
+def pareto_figure(series: list[tuple[str, pd.DataFrame]], accuracy: str, ylabel: str,
+                  annotate: bool = False) -> str | None:
+    """Accuracy against parameters and against multiply-adds, one colour per series, the Pareto front
+    of all points circled and joined (`annotate`: each point named). None when no point has both."""
+    fig, axes = _axes(2)
+    drawn = False
+    for ax, cost, xlabel in ((axes[0][0], "params", "parameters"), (axes[0][1], "multiply_adds", "multiply-adds")):
+        points = []
+        for i, (label, table) in enumerate(series):
+            ok = table[(table.status == "ok") & table[cost].notna() & table[accuracy].notna()]
+            if ok.empty:
+                continue
+            ax.scatter(ok[cost].astype(float), ok[accuracy].astype(float), s=14, alpha=0.6, color=f"C{i}",
+                       label=label)
+            if annotate:
+                for _, row in ok.iterrows():
+                    ax.annotate(str(row["name"]), (float(row[cost]), float(row[accuracy])), fontsize=7,
+                                xytext=(4, 4), textcoords="offset points")
+            points.append(ok[[cost, accuracy]].astype(float).to_numpy())
+        if not points:
+            ax.text(0.5, 0.5, f"no {xlabel} recorded", ha="center", va="center", transform=ax.transAxes)
+        else:
+            drawn = True
+            every = np.concatenate(points)
+            front = every[pareto_front(every[:, 0], every[:, 1])]
+            ax.step(front[:, 0], front[:, 1], where="post", color="black", linewidth=1, label="Pareto front")
+            ax.scatter(front[:, 0], front[:, 1], s=60, facecolors="none", edgecolors="black")
+            ax.set_xscale("log")
+            ax.legend(fontsize=8, loc="best")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    if not drawn:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+        return None
+    return _svg(fig)
+
+
+def cell_figure(genotype: Any, title: str) -> str:
+    """Both cells drawn by Graphviz, as inline SVG (GraphvizMissing when it is not installed)."""
+    from experiments.cell_graph import genotype_dot, render
+
+    text = render(genotype_dot(genotype, title=title), "svg").decode()
+    return text[text.index("<svg"):]
+
+
+# ---- tables ----
+
+def search_summary(searches: list[SearchRun]) -> pd.DataFrame:
+    rows = []
+    for run in searches:
+        t = run.table
+        ok = t[t.status == "ok"][run.objective].astype(float)
+        rows.append({"search": run.name, "algorithm": run.algorithm, "trials": int((t.status != "pending").sum()),
+                     "ok": len(ok), "failed": int((t.status == "failed").sum()), "best": ok.max(),
+                     "median": ok.median(), "best trial": int(t.loc[ok.idxmax(), "trial_id"]) if len(ok) else None,
+                     "hours": float(_hours_since_start(t[t.status != "pending"]).max()) if len(ok) else None})
+    return pd.DataFrame(rows)
+
+
+def best_trials(run: SearchRun) -> pd.DataFrame:
+    ok = run.table[run.table.trial_id.isin(list(run.genotypes))]
+    ok = ok.sort_values(run.objective, ascending=False)
+    return ok[["trial_id", run.objective, "params", "multiply_adds", "mutation", "genotype"]]
+
+
+def _cell(value: Any) -> str:
+    if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):
+        return ""
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _html_table(table: pd.DataFrame) -> str:
+    shown = table.astype(object).map(_cell)
+    return f'<div class="scroll">{shown.to_html(index=False, border=0, classes="table")}</div>'
+
+
+
+def _settings_block(run: SearchRun | PromoteRun) -> str:
+    return f"<details><summary>{html.escape(run.name)}</summary><pre>{html.escape(json.dumps(run.settings, indent=2, sort_keys=True))}</pre></details>"
+
+
+# ---- the report ----
+
+STYLE = """
+body { font-family: Helvetica, Arial, sans-serif; margin: 2em auto; max-width: 1250px; color: #222; }
+h1 { font-size: 1.6em; } h2 { margin-top: 1.8em; border-bottom: 1px solid #ddd; }
+table.table { border-collapse: collapse; font-size: 0.85em; margin: 0.6em 0; }
+table.table th, table.table td { padding: 3px 8px; border-bottom: 1px solid #eee; text-align: right; }
+table.table td:last-child { text-align: left; max-width: 520px; overflow-wrap: anywhere; }
+figure { margin: 0.8em 0; } figure svg { max-width: 100%; height: auto; }
+figcaption { font-size: 0.85em; color: #555; }
+.note { background: #fff6dd; border: 1px solid #e8d9a8; padding: 0.5em 0.8em; }
+.scroll { overflow-x: auto; }
+pre { background: #f6f6f6; padding: 0.6em; font-size: 0.8em; overflow-x: auto; }
+"""
+
+# Marks each figure drawn or not, for a reader's browser console and for the test that opens the report.
+CHECK_FIGURES = """
+window.addEventListener("load", function () {
+  var figures = document.querySelectorAll("figure[data-figure]"), drawn = 0;
+  figures.forEach(function (f) {
+    var svg = f.querySelector("svg"), box = svg && svg.getBoundingClientRect();
+    if (box && box.width > 40 && box.height > 40 && svg.querySelector("path, polygon, text, use")) { drawn++; }
+    else { console.error("figure did not render: " + f.getAttribute("data-figure")); }
+  });
+  document.body.setAttribute("data-figures-drawn", drawn + "/" + figures.length);
+});
+"""
+
+
+def _figure(name: str, svg: str, caption: str) -> str:
+    return (f'<figure data-figure="{html.escape(name)}">{svg}<figcaption>{html.escape(caption)}</figcaption>'
+            "</figure>")
+
+
+def build_report(runs: list[SearchRun | PromoteRun]) -> tuple[str, str]:
+    """(report.html, the same tables as text)."""
+    from experiments.cell_graph import GraphvizMissing
+
+    searches = [r for r in runs if isinstance(r, SearchRun)]
+    promotes = [r for r in runs if isinstance(r, PromoteRun)]
+    body: list[str] = [f"<h1>amoeba-nas report: {html.escape(', '.join(r.name for r in runs))}</h1>"]
+    text: list[str] = []
+    notes: list[str] = []
+    if searches:
+        summary = search_summary(searches)
+        body += ["<h2>Search progress</h2>", _html_table(summary),
+                 _figure("progress", progress_figure(searches), "Each trial's proxy accuracy (dots) and the best "
+                         "so far (line), against trial number (left) and wall time (right).")]
+        text += ["Searches", summary.to_string(index=False, float_format=lambda v: f"{v:.4g}")]
+        pareto = pareto_figure([(r.name, r.table) for r in searches], searches[0].objective, "proxy accuracy")
+        if pareto:
+            body += ["<h2>Search: accuracy against size and cost</h2>",
+                     _figure("search-pareto", pareto, "Every successful trial; the Pareto front (no other trial "
+                             "is both smaller and more accurate) circled.")]
+    if promotes:
+        body.append("<h2>Promoted models and baselines</h2>")
+        for run in promotes:
+            shown = run.table.sort_values("top1", ascending=False)
+            body += [f"<h3>{html.escape(run.name)}</h3>", _html_table(shown.drop(columns=["search_dir", "error"])
+                                                                      if not shown.error.notna().any()
+                                                                      else shown.drop(columns=["search_dir"]))]
+            text += [f"Promoted: {run.name}", comparison_text(run.table)]
+        kinds = [(f"{r.name}: {kind}", r.table[r.table.kind == kind]) for r in promotes for kind in ("searched",
+                                                                                                 "baseline")]
+        pareto = pareto_figure(kinds, "top1", "top-1 accuracy (evaluation split)", annotate=True)
+        if pareto:
+            body.append(_figure("promote-pareto", pareto, "Promoted cells and baselines: top-1 on the evaluation "
+                                "split against parameters and multiply-adds; the Pareto front circled."))
+    cells = [(f"{r.name}: trial {tid}", g) for r in searches for tid, g in r.genotypes.items()]
+    cells += [(f"{r.name}: {name}", g) for r in promotes for name, g in r.genotypes.items()]
+    if cells:
+        body.append("<h2>Best cells</h2>")
+        for r in searches:
+            table = best_trials(r)
+            body += [f"<h3>{html.escape(r.name)}: its best trials</h3>", _html_table(table)]
+            text += [f"Best trials: {r.name}", table.drop(columns="genotype").to_string(
+                index=False, float_format=lambda v: f"{v:.4g}")]
+        from searchspace import NasNetGenotype
+
+        for i, (title, genotype) in enumerate(cells):
+            genotype = genotype if isinstance(genotype, NasNetGenotype) else NasNetGenotype.from_json(genotype)
+            try:
+                body.append(_figure(f"cell-{i}", cell_figure(genotype, title), f"{title}: {genotype}"))
+            except GraphvizMissing as err:
+                notes.append(f"Cells are not drawn: {err}.")
+                body.append(f"<p><b>{html.escape(title)}</b>: <code>{html.escape(str(genotype))}</code></p>")
+    body += ["<h2>Settings</h2>", "<p>Each run's own settings file, to reproduce it.</p>",
+             *[_settings_block(r) for r in runs]]
+    for note in dict.fromkeys(notes):
+        body.insert(1, f'<p class="note">{html.escape(note)}</p>')
+        text.insert(0, f"note: {note}")
+    page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>amoeba-nas report</title>"
+            f"<style>{STYLE}</style></head>\n<body>\n" + "\n".join(body) + f"\n<script>{CHECK_FIGURES}</script>\n"
+            "</body></html>\n")
+    return page, "\n\n".join(text)
+
+
+def figure_count(page: str) -> int:
+    return len(re.findall(r"<figure data-figure=", page))

@@ -1,0 +1,141 @@
+"""amoeba promote: which cells are promoted, the plan a rerun must keep, and an end-to-end run on
+generated fake ImageNet (searched cells matched to ResNet-20's size beside ResNet-20, as Ray trials)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pandas as pd
+import pytest
+
+from experiments.promote import PromoteConfig, first_at, open_plan, top_genotypes
+from experiments.search import SearchConfig
+from tests.conftest import amoeba
+
+RECIPE = ["--num_cells=1", "--image_size=16", "--train_steps=6", "--train_batch_size=16", "--eval_batch_size=16",
+          "--steps_per_eval=3", "--iterations_per_loop=3", "--augmentation=cifar", "--cutout=4",
+          "--learning_rate=0.05", "--optimizer=momentum", "--lr_schedule=cosine"]
+
+
+def _with_params(folder: str, accuracies: list[tuple[float, int]]) -> str:
+    config = SearchConfig(output_dir=folder, max_trials=len(accuracies), population_size=4, sample_size=2)
+    os.makedirs(folder)
+    algorithm = config.new_algorithm(os.path.join(folder, "journal.jsonl"))
+    for accuracy, params in accuracies:
+        trial = algorithm.ask()
+        algorithm.tell(trial.trial_id, {"val_accuracy": accuracy, "params": params})
+    algorithm.close()
+    return folder
+
+
+def test_top_genotypes_rank_by_accuracy_then_fewer_params(tmp_path):
+    folder = _with_params(str(tmp_path / "s"), [(0.5, 100), (0.9, 300), (0.9, 200), (0.7, 50), (0.2, 10)])
+    top = top_genotypes(folder, 3)
+    assert [m.search_trial_id for m in top] == [2, 1, 3]
+    assert [m.name for m in top] == ["s-trial2", "s-trial1", "s-trial3"]
+    assert top[0].search_val_accuracy == 0.9 and top[0].kind == "searched" and top[0].genotype
+    assert len({json.dumps(m.genotype, sort_keys=True) for m in top}) == 3
+
+
+def test_top_genotypes_errors_name_the_dir(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no journal.jsonl"):
+        top_genotypes(str(tmp_path), 3)
+
+
+def test_first_at_is_the_first_evaluation_at_or_over_the_target():
+    history = [{"step": 20, "top1": 0.6, "wall_seconds": 20.0}, {"step": 10, "top1": 0.5, "wall_seconds": 10.0},
+               {"step": 30, "top1": 0.55, "wall_seconds": 30.0}]
+    assert first_at(history, "top1", 0.5) == 10.0
+    assert first_at(history, "top1", 0.6) == 20.0
+    assert first_at(history, "top1", 0.7) is None
+
+
+def _config(tmp_path, **changes) -> PromoteConfig:
+    recipe = {"num_cells": 1, "train_steps": 6, "image_size": 16}
+    return PromoteConfig(**{"output_dir": str(tmp_path / "p"), "data": str(tmp_path / "data"), "recipe": recipe,
+                            "baselines": ("resnet20",), **changes})
+
+
+def test_config_errors_at_once(tmp_path):
+    with pytest.raises(ValueError, match="baselines: unknown \\['resnet21'\\]"):
+        _config(tmp_path, baselines=("resnet21",))
+    with pytest.raises(ValueError, match="nothing to promote"):
+        _config(tmp_path, baselines=())
+    with pytest.raises(ValueError, match="match_params"):
+        _config(tmp_path, match_params="resnet2O")
+    with pytest.raises(ValueError, match="give train_steps or num_epochs"):
+        _config(tmp_path, recipe={"train_steps": 0})
+
+
+def test_a_rerun_keeps_the_plan_or_names_what_changed(tmp_path):
+    plan = open_plan(_config(tmp_path))
+    assert [(m.name, m.kind) for m in plan] == [("resnet20", "baseline")]
+    assert open_plan(_config(tmp_path, max_concurrent=3, target_top1=0.5)) == plan  # how it runs may change
+    with pytest.raises(ValueError, match="train_steps.*use a new --output_dir"):
+        open_plan(_config(tmp_path, recipe={"num_cells": 1, "train_steps": 7, "image_size": 16}))
+
+
+def test_nasnet_options_are_off_for_resnet_baselines(tmp_path):
+    config = _config(tmp_path, recipe={"train_steps": 6, "dropout": 0.5, "aux_weight": 0.4})
+    resnet = config.train_config("resnet20", "resnet20")
+    amoeba = config.train_config("amoebanet_a", "amoebanet_a")
+    assert (resnet.dropout, resnet.aux_weight) == (0.0, 0.0)
+    assert (amoeba.dropout, amoeba.aux_weight) == (0.5, 0.4)
+
+
+def test_match_filters_refuses_a_size_it_cannot_reach():
+    from searchspace.references import REFERENCES
+    from trainer.models import ModelSpec, match_filters
+
+    spec = ModelSpec("genotype", num_classes=4, image_size=16, num_cells=1, genotype=REFERENCES["amoebanet_a"])
+    with pytest.raises(ValueError, match="more than 10% off the target 10"):
+        match_filters(spec, 10)
+
+
+@pytest.mark.timeout(600)
+def test_promote_end_to_end_on_fake_imagenet(tmp_path):
+    from trainer.fake_imagenet import write_fake_imagenet
+
+    data = str(tmp_path / "data")
+    write_fake_imagenet(data, num_train=64, num_eval=32, num_classes=4, image_size=16)
+    search = _with_params(str(tmp_path / "search"), [(0.3, 1000), (0.6, 900), (0.5, 800), (0.1, 700)])
+    out = tmp_path / "promote"
+    command = ["promote", f"--search_dir={search}", "--top_k=2", "--baselines=resnet20", f"--data={data}",
+               f"--output_dir={out}", "--match_params=resnet20", "--target_top1=0.01", "--cost_per_hour=2", *RECIPE]
+    first = amoeba(*command)
+    table = pd.read_csv(out / "comparison.csv")
+    assert list(table.name) == ["search-trial1", "search-trial2", "resnet20"]
+    assert (table.status == "ok").all()
+    resnet = table[table.name == "resnet20"].iloc[0]
+    assert resnet.params == 269_332  # ResNet-20 with a 4-class head
+    cells = table[table.kind == "searched"]
+    assert ((cells.params - resnet.params).abs() <= 0.1 * resnet.params).all()
+    assert (cells.filters > 0).all() and (cells.search_val_accuracy == [0.6, 0.5]).all()
+    assert table.top1.between(0, 1).all() and (table.top5 >= table.top1).all()
+    assert (table.multiply_adds > 0).all() and (table.images_per_sec > 0).all()
+    assert (table.time_to_top1_s <= table.wall_seconds + 1e-6).all()
+    assert (table.cost_to_top1 - table.time_to_top1_s / 3600 * 2).abs().max() < 1e-9
+    history = [json.loads(line) for line in open(out / "models" / "resnet20" / "eval_history.jsonl")]
+    assert [row["step"] for row in history] == [3, 6]
+    assert json.loads((out / "comparison.json").read_text())[2]["name"] == "resnet20"
+    assert "resnet20" in first.stdout and "top1" in first.stdout
+
+    # Rerun: finished models are not retrained; one without its result resumes from its checkpoint
+    cell = out / "models" / "search-trial2"
+    kept = os.path.getmtime(out / "models" / "resnet20" / "result.json")
+    os.remove(cell / "result.json")
+    again = amoeba(*command)
+    assert "search-trial1: already trained" in again.stdout and "resnet20: already trained" in again.stdout
+    assert os.path.getmtime(out / "models" / "resnet20" / "result.json") == kept
+    assert json.loads((cell / "result.json").read_text())["steps"] == 6  # not 12: resumed at its last step
+    assert (pd.read_csv(out / "comparison.csv").status == "ok").all()
+
+    changed = amoeba(*[c.replace("--top_k=2", "--top_k=1") for c in command], check=False)
+    assert changed.returncode == 1 and "top_k: 2 -> 1" in changed.stderr
+
+    # ... then the report of both: the comparison table and the promoted cells drawn
+    report = amoeba("report", search, str(out))
+    assert "Promoted: promote" in report.stdout and "search-trial1" in report.stdout
+    page = (tmp_path / "search" / "report.html").read_text()
+    assert page.count("<figure") >= 3 and "resnet20" in page

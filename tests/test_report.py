@@ -1,0 +1,105 @@
+"""amoeba report: the tables and figures of search and promote dirs, the report opened in headless
+Chromium as a person would (no console error, every figure drawn, a screenshot kept), and a report
+without Graphviz."""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from experiments.promote import PromoteConfig, comparison_table, open_plan, write_comparison
+from experiments.report import build_report, figure_count, load_run, pareto_front
+from experiments.search import SearchConfig
+from tests.conftest import amoeba
+
+CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+
+
+def _search(folder: str, algorithm: str, n: int = 12) -> str:
+    config = SearchConfig(output_dir=folder, algorithm=algorithm, max_trials=n, population_size=4, sample_size=2)
+    os.makedirs(folder)
+    search = config.new_algorithm(os.path.join(folder, "journal.jsonl"))
+    rng = np.random.default_rng(len(algorithm))
+    for _ in range(n):
+        trial = search.ask()
+        params = int(rng.integers(20_000, 90_000))
+        search.tell(trial.trial_id, {"val_accuracy": float(rng.uniform(0.2, 0.6)), "params": params,
+                                     "multiply_adds": params * 120, "trial_seconds": 3.0})
+    search.tell(search.ask().trial_id, error="too large")
+    search.close()
+    return folder
+
+
+def _promote(folder: str, search: str) -> str:
+    """A promote dir as `amoeba promote` leaves it: its plan, two trained models' results, a comparison."""
+    config = PromoteConfig(output_dir=folder, data=os.path.join(folder, "data"), recipe={"train_steps": 10},
+                           search_dirs=(search,), top_k=1, baselines=("resnet20",))
+    planned = open_plan(config)
+    from trainer import storage
+
+    for i, m in enumerate(planned):
+        storage.write_json(os.path.join(folder, "models", m.name, "result.json"), {
+            "params": 270_000 + i, "multiply_adds": 40_000_000 + i, "top1": 0.6 - i / 10, "top5": 0.9, "epochs": 3,
+            "wall_seconds": 100.0, "images_per_sec": 50.0, "history": []})
+    write_comparison(folder, comparison_table(config, planned, {}))
+    return folder
+
+
+@pytest.fixture
+def runs(tmp_path):
+    re_dir = _search(str(tmp_path / "re"), "regularized_evolution")
+    random_dir = _search(str(tmp_path / "random"), "random")
+    return [re_dir, random_dir, _promote(str(tmp_path / "promote"), re_dir)]
+
+
+def test_pareto_front_keeps_points_nothing_beats():
+    cost = np.array([1.0, 2.0, 3.0, 2.5, 4.0])
+    accuracy = np.array([0.5, 0.4, 0.7, 0.7, 0.6])
+    assert pareto_front(cost, accuracy).tolist() == [0, 3]
+
+
+def test_report_tables_and_figures(runs):
+    loaded = [load_run(folder) for folder in runs]
+    page, text = build_report(loaded)
+    assert "regularized_evolution" in text and "random" in text and "resnet20" in text
+    # progress, the search's Pareto figure, the promote Pareto figure, and 3 + 3 + 1 cells
+    assert figure_count(page) == 3 + 7
+    assert not re.search(r'(src|href)="(https?:)?//|url\(https?:|<link', page)  # self-contained: nothing fetched
+    assert '"population_size": 4' in html.unescape(page)  # the settings, to reproduce it
+    with pytest.raises(FileNotFoundError, match="neither a search dir"):
+        load_run(os.path.dirname(runs[0]))
+
+
+def test_report_without_graphviz_still_has_its_tables(runs, monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None)
+    page, text = build_report([load_run(folder) for folder in runs])
+    assert "Cells are not drawn" in page and "apt-get install graphviz" in page
+    assert "note: Cells are not drawn" in text
+    assert figure_count(page) == 3 and "<table" in page
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium; "
+                    "`make install` does it when run as root): the report is not opened in a browser")
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz is not installed (apt-get install graphviz)")
+def test_report_opens_in_headless_chromium(runs, tmp_path):
+    result = amoeba("report", *runs, f"--output={tmp_path / 'report.html'}")
+    assert "wrote" in result.stdout and "Searches" in result.stdout
+    page = tmp_path / "report.html"
+    expected = figure_count(page.read_text())
+    url = f"file://{page}"
+    browser = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000"]
+    shown = subprocess.run([*browser, "--enable-logging=stderr", "--v=0", "--dump-dom", url],
+                           capture_output=True, text=True, timeout=120)
+    console = [line for line in shown.stderr.splitlines() if ":CONSOLE" in line]
+    assert not console, f"console messages: {console}"
+    assert f'data-figures-drawn="{expected}/{expected}"' in shown.stdout
+    screenshot = os.path.join(os.environ.get("AMOEBA_SCREENSHOT_DIR", str(tmp_path)), "report.png")
+    subprocess.run([*browser, f"--screenshot={screenshot}", "--window-size=1280,2400", url], capture_output=True,
+                   timeout=120, check=True)
+    assert os.path.getsize(screenshot) > 20_000

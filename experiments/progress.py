@@ -1,11 +1,14 @@
-"""What a person watching a search reads: a summary line every minute and at the end.
+"""What a person watching a search or a promote reads: a summary line every minute and at the end.
 
 `progress_line` is a pure function of the algorithm's records; `ProgressCallback` prints it from
-inside Tune's driver loop. Must not train anything.
+inside Tune's driver loop; `PromoteProgress` does the same from the models' own progress files.
+Must not train anything.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import time
 
 from ray.tune import Callback
@@ -83,3 +86,36 @@ class ProgressCallback(Callback):
 
     def on_experiment_end(self, trials: list, **info) -> None:
         print(self.line(), flush=True)
+
+
+def models_line(model_dirs: dict[str, str], elapsed_s: float) -> str:
+    """Each model's state from its model_dir: done, its step and pace (trainer's progress.json), or waiting."""
+    parts = []
+    for name, folder in model_dirs.items():
+        progress = os.path.join(folder, "progress.json")
+        if os.path.exists(os.path.join(folder, "result.json")):
+            parts.append(f"{name} done")
+        elif os.path.exists(progress):
+            p = json.load(open(progress))
+            evaluated = f", eval top1 {p['eval_top1']:.4f}" if p.get("eval_top1") is not None else ""
+            parts.append(f"{name} step {p['step']}/{p['total_steps']} ({p['images_per_sec']:.0f} images/s{evaluated})")
+        else:
+            parts.append(f"{name} waiting")
+    return f"[progress {_duration(elapsed_s)}] " + "; ".join(parts)
+
+
+class PromoteProgress(Callback):
+    """Prints `models_line` every `every_s` seconds of the driver loop, and once at the end."""
+
+    def __init__(self, model_dirs: dict[str, str], every_s: float = SUMMARY_EVERY_S) -> None:
+        self.model_dirs = model_dirs
+        self.every_s = every_s
+        self.started = self.last = time.monotonic()
+
+    def on_step_end(self, iteration: int, trials: list, **info) -> None:
+        if time.monotonic() - self.last >= self.every_s:
+            self.last = time.monotonic()
+            print(models_line(self.model_dirs, time.monotonic() - self.started), flush=True)
+
+    def on_experiment_end(self, trials: list, **info) -> None:
+        print(models_line(self.model_dirs, time.monotonic() - self.started), flush=True)

@@ -236,6 +236,7 @@ def run_promote(config: PromoteConfig, trainable: Any = None) -> pd.DataFrame:
     from ray import tune
 
     from experiments.local_ray import init_ray
+    from experiments.progress import PromoteProgress
 
     planned = open_plan(config)
     todo = [m for m in planned if not os.path.exists(os.path.join(model_config(config, m).model_dir, RESULT))]
@@ -260,7 +261,8 @@ def run_promote(config: PromoteConfig, trainable: Any = None) -> pd.DataFrame:
                 run_config=tune.RunConfig(
                     name=time.strftime("tune-%Y%m%d-%H%M%S"), verbose=0,
                     storage_path=os.path.abspath(os.path.join(config.output_dir, "tune")),
-                    failure_config=tune.FailureConfig(max_failures=config.max_failures)),
+                    failure_config=tune.FailureConfig(max_failures=config.max_failures),
+                    callbacks=[PromoteProgress({m.name: model_config(config, m).model_dir for m in todo})]),
             ).fit()
             for result in grid:
                 if result.error is not None:

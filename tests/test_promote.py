@@ -120,6 +120,7 @@ def test_promote_end_to_end_on_fake_imagenet(tmp_path):
     assert [row["step"] for row in history] == [3, 6]
     assert json.loads((out / "comparison.json").read_text())[2]["name"] == "resnet20"
     assert "resnet20" in first.stdout and "top1" in first.stdout
+    assert "] search-trial1 done; search-trial2 done; resnet20 done" in first.stdout  # the progress line
 
     # Rerun: finished models are not retrained; one without its result resumes from its checkpoint
     cell = out / "models" / "search-trial2"

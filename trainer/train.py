@@ -44,6 +44,7 @@ def make_strategy(tpu: str | None) -> tf.distribute.Strategy:
 
 
 EVAL_HISTORY = "eval_history.jsonl"
+PROGRESS = "progress.json"
 
 
 def total_steps(config: TrainConfig, info: DataInfo) -> int:
@@ -256,6 +257,11 @@ class Trainer:
                 storage.write_json(storage.join(config.model_dir, "eval_results.json"), result)
                 print(f"eval at step {step}: top1 {result['top1']:.4f} top5 {result['top5']:.4f} "
                       f"loss {result['loss']:.4f}", flush=True)
+            # what a watcher reads (amoeba promote's progress lines): one small file, replaced each loop
+            storage.write_json(storage.join(config.model_dir, PROGRESS),
+                               {"step": step, "total_steps": self.total_steps, "loss": loss / n, "top1": top1 / n,
+                                "images_per_sec": n / seconds, "eval_top1": result.get("top1"),
+                                "wall_seconds": float(self.wall_seconds.numpy())})
         train_writer.flush()
         eval_writer.flush()
         if not result:  # already trained to total_steps: report the last evaluation again

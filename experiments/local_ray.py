@@ -1,5 +1,6 @@
 """Starting Ray for a command: join a cluster at `address`, or start a private one on this machine
-that listens on 127.0.0.1 only and prints nothing about authentication tokens.
+that listens on 127.0.0.1 only and prints nothing about authentication tokens, and keep Ray Tune's
+own console output (banners, INFO lines) out of the command's.
 
 Ray's own ray.init() turns 127.0.0.1 into the machine's address and binds its servers to every
 interface; the one switch it has for a loopback-only node is the Windows/macOS fallback
@@ -34,4 +35,8 @@ def init_ray(address: str | None, runtime_env: dict[str, Any] | None = None, **r
         kwargs.update(address="local", _node_ip_address=LOOPBACK, **resources)
     else:
         kwargs["address"] = address
+    # Our commands print their own progress: no Tune banner ("Configuration for experiment", "View
+    # detailed results here"), which Tune's new output prints even at verbose=0, nor its INFO lines
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    logging.getLogger("ray.tune").setLevel(logging.WARNING)
     ray.init(**kwargs)

@@ -34,8 +34,8 @@ COMPARISON_COLUMNS = [
     "search_trial_id", "search_val_accuracy", "search_dir", "error",
 ]
 # Settings that change how the models run or are scored, not what is trained: free to change on a rerun.
-HOW_IT_RUNS = ("cpus_per_trial", "gpus_per_trial", "tpus_per_trial", "max_concurrent", "max_failures", "ray_address",
-               "cost_per_hour", "target_top1", "target_top5")
+HOW_IT_RUNS = ("output_dir", "cpus_per_trial", "gpus_per_trial", "tpus_per_trial", "max_concurrent", "max_failures",
+               "ray_address", "cost_per_hour", "target_top1", "target_top5")
 MATCH_TOLERANCE = 0.1  # the paper compares cells at equal size: within 10% of the target's parameters
 
 

@@ -62,7 +62,7 @@ def main(args: list[str]) -> None:
     try:
         config = PromoteConfig(
             output_dir=FLAGS.output_dir, data=data, recipe=recipe_from_flags(FLAGS, "promote"),
-            search_dirs=tuple(FLAGS.search_dir), top_k=FLAGS.top_k, baselines=tuple(FLAGS.baselines),
+            search_dirs=tuple(os.path.abspath(d) for d in FLAGS.search_dir), top_k=FLAGS.top_k, baselines=tuple(FLAGS.baselines),
             match_params=FLAGS.match_params, target_top1=FLAGS.target_top1, target_top5=FLAGS.target_top5,
             cost_per_hour=FLAGS.cost_per_hour, cpus_per_trial=FLAGS.cpus_per_trial,
             gpus_per_trial=FLAGS.gpus_per_trial, tpus_per_trial=FLAGS.tpus_per_trial,

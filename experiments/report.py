@@ -212,6 +212,19 @@ def best_trials(run: SearchRun) -> pd.DataFrame:
     return ok[["trial_id", run.objective, "params", "multiply_adds", "mutation", "genotype"]]
 
 
+def promote_verdict(table: pd.DataFrame) -> str | None:
+    """One sentence: the best searched cell against the best baseline, by top-1 (None without both)."""
+    ok = table[table.status == "ok"]
+    searched, baselines = ok[ok.kind == "searched"], ok[ok.kind == "baseline"]
+    if searched.empty or baselines.empty:
+        return None
+    cell, base = searched.loc[searched.top1.idxmax()], baselines.loc[baselines.top1.idxmax()]
+    word = "beats" if cell.top1 > base.top1 else ("ties" if cell.top1 == base.top1 else "does not beat")
+    return (f"The best searched cell, {cell['name']} (top-1 {cell.top1:.4f}, {int(cell.params):,} parameters), {word} "
+            f"the best baseline, {base['name']} (top-1 {base.top1:.4f}, {int(base.params):,} parameters), "
+            f"after {cell.epochs:g} and {base.epochs:g} epochs.")
+
+
 def _cell(value: Any) -> str:
     if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):
         return ""
@@ -290,6 +303,10 @@ def build_report(runs: list[SearchRun | PromoteRun]) -> tuple[str, str]:
                                                                       if not shown.error.notna().any()
                                                                       else shown.drop(columns=["search_dir"]))]
             text += [f"Promoted: {run.name}", comparison_text(run.table)]
+            verdict = promote_verdict(run.table)
+            if verdict:
+                body.append(f"<p><b>{html.escape(verdict)}</b></p>")
+                text.append(verdict)
         kinds = [(f"{r.name}: {kind}", r.table[r.table.kind == kind]) for r in promotes for kind in ("searched",
                                                                                                  "baseline")]
         pareto = pareto_figure(kinds, "top1", "top-1 accuracy (evaluation split)", annotate=True)

@@ -68,6 +68,7 @@ def test_report_tables_and_figures(runs):
     loaded = [load_run(folder) for folder in runs]
     page, text = build_report(loaded)
     assert "regularized_evolution" in text and "random" in text and "resnet20" in text
+    assert "The best searched cell, re-trial" in text and "), beats the best baseline, resnet20 (top-1 0.5000" in text
     # progress, the search's Pareto figure, the promote Pareto figure, and 3 + 3 + 1 cells
     assert figure_count(page) == 3 + 7
     assert not re.search(r'(src|href)="(https?:)?//|url\(https?:|<link', page)  # self-contained: nothing fetched

@@ -94,7 +94,8 @@ def test_report_opens_in_headless_chromium(runs, tmp_path):
     page = tmp_path / "report.html"
     expected = figure_count(page.read_text())
     url = f"file://{page}"
-    browser = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000"]
+    browser = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+               "--virtual-time-budget=5000"]
     shown = subprocess.run([*browser, "--enable-logging=stderr", "--v=0", "--dump-dom", url],
                            capture_output=True, text=True, timeout=120)
     console = [line for line in shown.stderr.splitlines() if ":CONSOLE" in line]

@@ -313,8 +313,13 @@ def build_report(runs: list[SearchRun | PromoteRun]) -> tuple[str, str]:
         if pareto:
             body.append(_figure("promote-pareto", pareto, "Promoted cells and baselines: top-1 on the evaluation "
                                 "split against parameters and multiply-adds; the Pareto front circled."))
-    cells = [(f"{r.name}: trial {tid}", g) for r in searches for tid, g in r.genotypes.items()]
-    cells += [(f"{r.name}: {name}", g) for r in promotes for name, g in r.genotypes.items()]
+    from searchspace import NasNetGenotype
+
+    named = [(f"{r.name}: trial {tid}", g) for r in searches for tid, g in r.genotypes.items()]
+    named += [(f"{r.name}: {name}", NasNetGenotype.from_json(g)) for r in promotes for name, g in r.genotypes.items()]
+    cells: dict[str, tuple[list[str], NasNetGenotype]] = {}  # one drawing per genotype, all its names
+    for title, genotype in named:
+        cells.setdefault(genotype.key(), ([], genotype))[0].append(title)
     if cells:
         body.append("<h2>Best cells</h2>")
         for r in searches:
@@ -322,10 +327,8 @@ def build_report(runs: list[SearchRun | PromoteRun]) -> tuple[str, str]:
             body += [f"<h3>{html.escape(r.name)}: its best trials</h3>", _html_table(table)]
             text += [f"Best trials: {r.name}", table.drop(columns="genotype").to_string(
                 index=False, float_format=lambda v: f"{v:.4g}")]
-        from searchspace import NasNetGenotype
-
-        for i, (title, genotype) in enumerate(cells):
-            genotype = genotype if isinstance(genotype, NasNetGenotype) else NasNetGenotype.from_json(genotype)
+        for i, (titles, genotype) in enumerate(cells.values()):
+            title = " = ".join(titles)
             try:
                 body.append(_figure(f"cell-{i}", cell_figure(genotype, title), f"{title}: {genotype}"))
             except GraphvizMissing as err:

@@ -7,13 +7,13 @@ Must not train anything.
 
 from __future__ import annotations
 
-import json
-import os
 import time
 
 from ray.tune import Callback
 
 from evolution import SearchAlgorithm
+from trainer import storage
+from trainer.train_config import PROGRESS
 
 SUMMARY_EVERY_S = 60.0
 
@@ -90,13 +90,15 @@ class ProgressCallback(Callback):
 
 def models_line(model_dirs: dict[str, str], elapsed_s: float) -> str:
     """Each model's state from its model_dir: done, its step and pace (trainer's progress.json), or waiting."""
+    from experiments.promote import RESULT
+
     parts = []
     for name, folder in model_dirs.items():
-        progress = os.path.join(folder, "progress.json")
-        if os.path.exists(os.path.join(folder, "result.json")):
+        progress = storage.join(folder, PROGRESS)
+        if storage.exists(storage.join(folder, RESULT)):
             parts.append(f"{name} done")
-        elif os.path.exists(progress):
-            p = json.load(open(progress))
+        elif storage.exists(progress):
+            p = storage.read_json(progress)
             evaluated = f", eval top1 {p['eval_top1']:.4f}" if p.get("eval_top1") is not None else ""
             parts.append(f"{name} step {p['step']}/{p['total_steps']} ({p['images_per_sec']:.0f} images/s{evaluated})")
         else:

@@ -12,9 +12,12 @@ imported only to size the models (--match_params) and in the trials.
 from __future__ import annotations
 
 import dataclasses
+import io
+import json
 import math
 import os
 import re
+import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +31,7 @@ from trainer.train_config import TrainConfig, config_from_saved
 
 PLAN = "promote_plan.json"
 RESULT = "result.json"
+RESULT_KEY = "promote_result"  # the trial's result.json, as JSON text in its Tune report
 COMPARISON_COLUMNS = [
     "name", "kind", "model", "status", "params", "multiply_adds", "top1", "top5", "epochs", "wall_seconds",
     "images_per_sec", "time_to_top1_s", "time_to_top5_s", "cost_to_top1", "cost_to_top5", "filters",
@@ -36,6 +40,8 @@ COMPARISON_COLUMNS = [
 # Settings that change how the models run or are scored, not what is trained: free to change on a rerun.
 HOW_IT_RUNS = ("output_dir", "cpus_per_trial", "gpus_per_trial", "tpus_per_trial", "max_concurrent", "max_failures",
                "ray_address", "cost_per_hour", "target_top1", "target_top5")
+RECIPE_HOW_IT_RUNS = ("eval_batch_size", "iterations_per_loop", "save_checkpoints_steps", "save_checkpoints_secs",
+                      "cache", "tpu")
 MATCH_TOLERANCE = 0.1  # the paper compares cells at equal size: within 10% of the target's parameters
 
 
@@ -68,6 +74,8 @@ class PromoteConfig:
         unknown = [b for b in self.baselines if b not in MODEL_NAMES or b == "genotype"]
         if unknown:
             raise ValueError(f"baselines: unknown {unknown}; known: {[n for n in MODEL_NAMES if n != 'genotype']}")
+        if len(set(self.baselines)) < len(self.baselines):
+            raise ValueError(f"baselines: {list(self.baselines)} names a model twice")
         if self.match_params and not self.match_params.isdigit() and self.match_params not in MODEL_NAMES:
             raise ValueError(f"match_params: {self.match_params!r} is neither a model name nor a parameter count")
         for name in ("target_top1", "target_top5"):
@@ -85,13 +93,15 @@ class PromoteConfig:
             recipe.update(dropout=0.0, drop_path_keep_prob=1.0, aux_weight=0.0)
         if self.tpus_per_trial and not recipe.get("tpu"):
             recipe["tpu"] = "local"  # the trial's own TPU chips (Ray's TPU resource)
+        base = self.output_dir if storage.is_gcs(self.output_dir) else os.path.abspath(self.output_dir)
         return TrainConfig(model=model, genotype=genotype, data=self.data,
-                           model_dir=os.path.join(os.path.abspath(self.output_dir), "models", name), **recipe)
+                           model_dir=storage.join(base, "models", name), **recipe)
 
     def settings(self) -> dict[str, Any]:
         """What fixes the plan and the trained models (not how they run): compared on a rerun."""
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in HOW_IT_RUNS}
-        data["recipe"] = {k: list(v) if isinstance(v, tuple) else v for k, v in self.recipe.items()}
+        data["recipe"] = {k: list(v) if isinstance(v, tuple) else v for k, v in self.recipe.items()
+                          if k not in RECIPE_HOW_IT_RUNS}
         data["search_dirs"], data["baselines"] = list(self.search_dirs), list(self.baselines)
         return data
 
@@ -182,9 +192,9 @@ def model_config(config: PromoteConfig, m: PlannedModel) -> TrainConfig:
 def open_plan(config: PromoteConfig) -> list[PlannedModel]:
     """The plan of output_dir: made and saved by the first run; a rerun must have the same settings
     (ValueError naming those that differ), and gets the saved plan."""
-    path = os.path.join(config.output_dir, PLAN)
+    path = storage.join(config.output_dir, PLAN)
     settings = config.settings()
-    if os.path.exists(path):
+    if storage.exists(path):
         saved = storage.read_json(path)
         changed = [f"{k}: {saved['settings'].get(k)!r} -> {v!r}" for k, v in settings.items()
                    if saved["settings"].get(k) != v]
@@ -203,13 +213,14 @@ def _trial_name(trial: Any) -> str:
 
 
 def promote_trial(config: dict[str, Any], threads: int) -> None:
-    """A Ray Tune trial: train one planned model (resuming from its checkpoint), write its result.json."""
+    """A Ray Tune trial: train one planned model (resuming from its checkpoint), write its result.json
+    and report it (the driver writes it too: on a cluster the trial's disk is not the driver's)."""
     config = config["model"]
     from ray import tune
 
     from trainer.candidate import set_threads, use_gpu_memory_growth
     from trainer.models import model_report
-    from trainer.train import EVAL_HISTORY, Trainer
+    from trainer.train import Trainer
 
     use_gpu_memory_growth()
     set_threads(threads)
@@ -224,10 +235,10 @@ def promote_trial(config: dict[str, Any], threads: int) -> None:
         trainer.info.num_train_images, "wall_seconds": wall,
         "images_per_sec": steps * train_config.train_batch_size / wall if wall else None,
         "num_eval_images": final["num_examples"],
-        "history": storage.read_lines_json(storage.join(train_config.model_dir, EVAL_HISTORY)),
+        "history": trainer.evaluations(),
     }
     storage.write_json(storage.join(train_config.model_dir, RESULT), result)
-    tune.report({"top1": final["top1"]})
+    tune.report({"top1": final["top1"], RESULT_KEY: json.dumps(result)})  # for a driver on another machine
 
 
 def run_promote(config: PromoteConfig, trainable: Any = None) -> pd.DataFrame:
@@ -239,10 +250,10 @@ def run_promote(config: PromoteConfig, trainable: Any = None) -> pd.DataFrame:
     from experiments.progress import PromoteProgress
 
     planned = open_plan(config)
-    todo = [m for m in planned if not os.path.exists(os.path.join(model_config(config, m).model_dir, RESULT))]
+    todo = [m for m in planned if not storage.exists(storage.join(model_config(config, m).model_dir, RESULT))]
     for m in planned:
         if m not in todo:
-            print(f"{m.name}: already trained ({os.path.join('models', m.name, RESULT)})")
+            print(f"{m.name}: already trained ({storage.join('models', m.name, RESULT)})")
     errors: dict[str, str] = {}
     if todo:
         started_ray = not ray.is_initialized()
@@ -251,6 +262,9 @@ def run_promote(config: PromoteConfig, trainable: Any = None) -> pd.DataFrame:
             init_ray(config.ray_address)
         try:
             resources, concurrent = trial_resources(config, ray.cluster_resources())
+            if not config.max_concurrent and concurrent > len(todo):  # fewer models than slots: more CPUs each
+                resources, concurrent = trial_resources(dataclasses.replace(config, max_concurrent=len(todo)),
+                                                        ray.cluster_resources())
             trainable = trainable or tune.with_parameters(promote_trial, threads=max(1, int(resources["CPU"])))
             models = [{"name": m.name, "train_config": model_config(config, m).to_json()} for m in todo]
             grid = tune.Tuner(
@@ -260,19 +274,31 @@ def run_promote(config: PromoteConfig, trainable: Any = None) -> pd.DataFrame:
                                             trial_name_creator=_trial_name, trial_dirname_creator=_trial_name),
                 run_config=tune.RunConfig(
                     name=time.strftime("tune-%Y%m%d-%H%M%S"), verbose=0,
-                    storage_path=os.path.abspath(os.path.join(config.output_dir, "tune")),
+                    storage_path=_tune_storage(config.output_dir),
                     failure_config=tune.FailureConfig(max_failures=config.max_failures),
                     callbacks=[PromoteProgress({m.name: model_config(config, m).model_dir for m in todo})]),
             ).fit()
             for result in grid:
+                name = result.config["model"]["name"]
                 if result.error is not None:
-                    errors[result.config["model"]["name"]] = _one_line(result.error)
+                    errors[name] = _one_line(result.error)
+                elif result.metrics and RESULT_KEY in result.metrics:
+                    model_dir = model_config(config, next(m for m in todo if m.name == name)).model_dir
+                    storage.write_json(storage.join(model_dir, RESULT), json.loads(result.metrics[RESULT_KEY]))
         finally:
             if started_ray:
                 ray.shutdown()
     table = comparison_table(config, planned, errors)
     write_comparison(config.output_dir, table)
     return table
+
+
+def _tune_storage(output_dir: str) -> str:
+    """Where Tune keeps its own files: OUTPUT_DIR/tune, or a local folder for a gs:// output dir (Tune's
+    storage is kept local; google-cloud-storage writes our results there)."""
+    if storage.is_gcs(output_dir):
+        return os.path.join(tempfile.gettempdir(), "amoeba-promote-tune", output_dir[len("gs://"):].replace("/", "_"))
+    return os.path.abspath(os.path.join(output_dir, "tune"))
 
 
 def _one_line(error: BaseException) -> str:
@@ -293,8 +319,8 @@ def first_at(history: list[dict[str, Any]], metric: str, target: float) -> float
 def comparison_table(config: PromoteConfig, planned: list[PlannedModel], errors: dict[str, str]) -> pd.DataFrame:
     rows = []
     for m in planned:
-        path = os.path.join(model_config(config, m).model_dir, RESULT)
-        result = storage.read_json(path) if os.path.exists(path) else {}
+        path = storage.join(model_config(config, m).model_dir, RESULT)
+        result = storage.read_json(path) if storage.exists(path) else {}
         row = {"name": m.name, "kind": m.kind, "model": m.model, "filters": m.filters,
                "search_trial_id": m.search_trial_id, "search_val_accuracy": m.search_val_accuracy,
                "search_dir": m.search_dir, "status": "ok" if result else ("failed" if m.name in errors else "pending"),
@@ -309,12 +335,21 @@ def comparison_table(config: PromoteConfig, planned: list[PlannedModel], errors:
                 else None
         rows.append(row)
     table = pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
-    return table.astype({"params": "Int64", "multiply_adds": "Int64", "filters": "Int64", "search_trial_id": "Int64"})
+    return table.astype(INTEGER_COLUMNS)
+
+
+INTEGER_COLUMNS = {"params": "Int64", "multiply_adds": "Int64", "filters": "Int64", "search_trial_id": "Int64"}
 
 
 def write_comparison(output_dir: str, table: pd.DataFrame) -> None:
-    storage.write_text(os.path.join(output_dir, "comparison.csv"), table.to_csv(index=False))
-    storage.write_text(os.path.join(output_dir, "comparison.json"), table.to_json(orient="records", indent=2) + "\n")
+    storage.write_text(storage.join(output_dir, "comparison.csv"), table.to_csv(index=False))
+    storage.write_text(storage.join(output_dir, "comparison.json"), table.to_json(orient="records", indent=2) + "\n")
+
+
+def read_comparison(output_dir: str) -> pd.DataFrame:
+    """comparison.csv as write_comparison wrote it, counts as integers."""
+    table = pd.read_csv(io.StringIO(storage.read_text(storage.join(output_dir, "comparison.csv"))))
+    return table.astype(INTEGER_COLUMNS)
 
 
 def comparison_text(table: pd.DataFrame) -> str:

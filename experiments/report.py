@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from evolution import resume
-from experiments.promote import PLAN, comparison_text
+from experiments.promote import PLAN, comparison_text, read_comparison
 from experiments.results import results_table, top_trials
 from experiments.search import CONFIG, JOURNAL
 
@@ -64,11 +64,10 @@ def load_run(folder: str) -> SearchRun | PromoteRun:
         best = top_trials(table, algorithm, TOP_GENOTYPES)
         genotypes = {int(t): algorithm.trials[int(t)].genotype for t in best.trial_id}
         return SearchRun(name, folder, type(algorithm).name, algorithm.objective, table, settings, genotypes)
-    comparison = os.path.join(folder, "comparison.csv")
-    if os.path.exists(os.path.join(folder, PLAN)) and os.path.exists(comparison):
+    if os.path.exists(os.path.join(folder, PLAN)) and os.path.exists(os.path.join(folder, "comparison.csv")):
         plan = json.load(open(os.path.join(folder, PLAN)))
         genotypes = {m["name"]: m["genotype"] for m in plan["models"] if m.get("genotype")}
-        return PromoteRun(name, folder, pd.read_csv(comparison), plan["settings"], genotypes)
+        return PromoteRun(name, folder, read_comparison(folder), plan["settings"], genotypes)
     raise FileNotFoundError(f"{folder}: neither a search dir ({JOURNAL}) nor a promote dir ({PLAN} and "
                             "comparison.csv)")
 
@@ -112,11 +111,14 @@ def progress_figure(searches: list[SearchRun]) -> str:
         best = score.where(done.status == "ok").cummax()
         label = f"{run.name} ({run.algorithm})"
         hours = _hours_since_start(done)
-        for ax, x in ((axes[0][0], done.trial_id), (axes[0][1], hours)):
+        by_time = hours.sort_values(kind="stable").index  # trials finish out of order when several run at once
+        best_by_time = score.where(done.status == "ok")[by_time].cummax()
+        for ax, x, y, line in ((axes[0][0], done.trial_id, score, best),
+                               (axes[0][1], hours[by_time], score[by_time], best_by_time)):
             if x.isna().all():
                 continue
-            ax.scatter(x, score, s=10, alpha=0.45, color=colour)
-            ax.step(x, best, where="post", color=colour, linestyle=("-", "--", ":", "-.")[i % 4], linewidth=1.6,
+            ax.scatter(x, y, s=10, alpha=0.45, color=colour)
+            ax.step(x, line, where="post", color=colour, linestyle=("-", "--", ":", "-.")[i % 4], linewidth=1.6,
                     label=f"{label}: best so far")
     undated = [run.name for run in searches if _hours_since_start(run.table).isna().all()]
     if undated:
@@ -343,7 +345,3 @@ def build_report(runs: list[SearchRun | PromoteRun]) -> tuple[str, str]:
             f"<style>{STYLE}</style></head>\n<body>\n" + "\n".join(body) + f"\n<script>{CHECK_FIGURES}</script>\n"
             "</body></html>\n")
     return page, "\n\n".join(text)
-
-
-def figure_count(page: str) -> int:
-    return len(re.findall(r"<figure data-figure=", page))

@@ -60,6 +60,8 @@ def _config(tmp_path, **changes) -> PromoteConfig:
 def test_config_errors_at_once(tmp_path):
     with pytest.raises(ValueError, match="baselines: unknown \\['resnet21'\\]"):
         _config(tmp_path, baselines=("resnet21",))
+    with pytest.raises(ValueError, match="names a model twice"):
+        _config(tmp_path, baselines=("resnet20", "resnet20"))
     with pytest.raises(ValueError, match="nothing to promote"):
         _config(tmp_path, baselines=())
     with pytest.raises(ValueError, match="match_params"):
@@ -72,6 +74,8 @@ def test_a_rerun_keeps_the_plan_or_names_what_changed(tmp_path):
     plan = open_plan(_config(tmp_path))
     assert [(m.name, m.kind) for m in plan] == [("resnet20", "baseline")]
     assert open_plan(_config(tmp_path, max_concurrent=3, target_top1=0.5)) == plan  # how it runs may change
+    assert open_plan(_config(tmp_path, recipe={"num_cells": 1, "train_steps": 6, "image_size": 16,
+                                               "eval_batch_size": 8, "cache": True})) == plan
     with pytest.raises(ValueError, match="train_steps.*use a new --output_dir"):
         open_plan(_config(tmp_path, recipe={"num_cells": 1, "train_steps": 7, "image_size": 16}))
 
@@ -82,6 +86,17 @@ def test_nasnet_options_are_off_for_resnet_baselines(tmp_path):
     amoeba = config.train_config("amoebanet_a", "amoebanet_a")
     assert (resnet.dropout, resnet.aux_weight) == (0.0, 0.0)
     assert (amoeba.dropout, amoeba.aux_weight) == (0.5, 0.4)
+
+
+def test_match_filters_at_imagenet_size_starts_at_the_stems_minimum():
+    import dataclasses
+
+    from searchspace.references import REFERENCES
+    from trainer.models import ModelSpec, count_params, match_filters
+
+    spec = ModelSpec("genotype", num_classes=4, image_size=128, num_cells=1, genotype=REFERENCES["amoebanet_a"])
+    target = count_params(dataclasses.replace(spec, filters=12))
+    assert match_filters(spec, target) == (12, target)
 
 
 def test_match_filters_refuses_a_size_it_cannot_reach():

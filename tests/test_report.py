@@ -14,9 +14,13 @@ import numpy as np
 import pytest
 
 from experiments.promote import PromoteConfig, comparison_table, open_plan, write_comparison
-from experiments.report import build_report, figure_count, load_run, pareto_front
+from experiments.report import build_report, load_run, pareto_front
 from experiments.search import SearchConfig
 from tests.conftest import amoeba
+
+def figure_count(page: str) -> int:
+    return page.count("<figure data-figure=")
+
 
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
 

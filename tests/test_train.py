@@ -165,3 +165,23 @@ def test_retrain_a_searched_cell_from_best_genotype_json(tmp_path):
     assert saved["model"] == "genotype" and saved["genotype"] == genotype.to_json()
     bad = amoeba("train", "--model=resnet19", f"--data={data}", f"--model_dir={tmp_path / 'x'}", check=False)
     assert bad.returncode == 1 and "not one of resnet18" in bad.stderr
+
+
+def test_a_checkpoint_written_before_wall_time_was_kept_still_resumes(tmp_path):
+    from trainer.fake_imagenet import write_fake_imagenet
+    from trainer.train import Trainer
+    from trainer.train_config import TrainConfig
+
+    data = str(tmp_path / "data")
+    write_fake_imagenet(data, num_train=16, num_eval=8, num_classes=2, image_size=16)
+    config = TrainConfig(model="resnet20", data=data, model_dir=str(tmp_path / "m"), train_steps=2, image_size=16,
+                         train_batch_size=8, eval_batch_size=8, augmentation="cifar")
+    old = Trainer(config)
+    old.optimizer.iterations.assign(1)
+    tf.train.CheckpointManager(tf.train.Checkpoint(model=old.model, optimizer=old.optimizer),
+                               str(tmp_path / "m" / "checkpoints"), max_to_keep=1).save(checkpoint_number=1)
+    resumed = Trainer(config)
+    assert resumed.restore().endswith("ckpt-1") and int(resumed.optimizer.iterations) == 1
+    result = resumed.train()
+    assert result["step"] == 2 and [row["step"] for row in resumed.evaluations()] == [2]
+    assert 0 < resumed.evaluations()[0]["wall_seconds"] == float(resumed.wall_seconds.numpy())

@@ -18,7 +18,7 @@ import keras
 from searchspace.nasnet import NasNetGenotype
 from searchspace.references import REFERENCES
 from trainer.flops import count_multiply_adds
-from trainer.nasnet import STEMS, NasNetConfig, build_nasnet
+from trainer.nasnet import MIN_FILTERS, STEMS, NasNetConfig, build_nasnet
 from trainer.resnet import CIFAR_BLOCKS, STAGE_BLOCKS, build_cifar_resnet, build_resnet
 
 IMAGENET_STEM_MIN_SIZE = 128  # stem="auto" picks the ImageNet stem from this image size up
@@ -149,12 +149,13 @@ def match_filters(spec: ModelSpec, target_params: int, tolerance: float = 0.1) -
             counts[filters] = count_params(dataclasses.replace(spec, filters=filters))
         return counts[filters]
 
-    low, high = 2, 4  # the CIFAR stem needs 2 filters or more
+    low = MIN_FILTERS[spec.resolved_stem]
+    high = 2 * low
     while sized(high) < target_params:
         low, high = high, high * 2
         if high > 1 << 14:
             raise ValueError(f"no F up to {high} reaches {target_params:,} parameters")
-    while high - low > 1:  # sized(low) < target <= sized(high), or low == 2
+    while high - low > 1:  # sized(low) < target <= sized(high), or low is the stem's minimum
         middle = (low + high) // 2
         low, high = (middle, high) if sized(middle) < target_params else (low, middle)
     best = min({low, high}, key=lambda f: (abs(sized(f) - target_params), f))

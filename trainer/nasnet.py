@@ -42,6 +42,9 @@ BN_EPSILON = 1e-5  # tensorflow/tpu amoeba_net.py: batch_norm_epsilon 1e-5, deca
 BN_MOMENTUM = 0.9
 
 
+MIN_FILTERS = {"imagenet": 8, "cifar": 2}  # per stem: factorized reductions need 2+ channels
+
+
 @dataclass(frozen=True)
 class NasNetConfig:
     """Network hyperparameters. `num_cells` counts ALL normal cells (tpu's num_cells, i.e. 3N);
@@ -61,7 +64,7 @@ class NasNetConfig:
             raise ValueError(f"stem: unknown {self.stem!r}; known: {list(STEMS)}")
         if self.num_cells < 3:
             raise ValueError(f"num_cells: at least 3 (one normal cell per stack), got {self.num_cells}")
-        min_filters = 8 if self.stem == "imagenet" else 2  # factorized reductions need 2+ channels
+        min_filters = MIN_FILTERS[self.stem]
         if self.filters < min_filters:
             raise ValueError(f"filters: at least {min_filters} with the {self.stem} stem, got {self.filters}")
         if self.stem_multiplier < 1:

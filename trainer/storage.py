@@ -9,10 +9,13 @@ through TensorFlow's own filesystem (tf.io.gfile) instead; this module must not 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 from functools import lru_cache
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 def is_gcs(path: str) -> bool:
@@ -98,31 +101,34 @@ def write_json(path: str, data: Any) -> None:
 
 
 def append_line(path: str, line: str) -> None:
-    """Add one line to a log: appended and synced locally (a crash loses at most a part of the last
-    line, which readers skip); a gs:// object, which cannot be appended to, is rewritten whole."""
+    """Add one line to a log: appended and synced locally (after a newline, should a crash have
+    torn the last line); a gs:// object, which cannot be appended to, is rewritten whole."""
     if is_gcs(path):
         old = read_text(path) if exists(path) else ""
-        write_text(path, old + line + "\n")
+        write_text(path, old + ("\n" if old and not old.endswith("\n") else "") + line + "\n")
         return
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(line + "\n")
+    with open(path, "a+b") as f:
+        torn = False
+        if f.seek(0, os.SEEK_END) > 0:
+            f.seek(-1, os.SEEK_END)
+            torn = f.read(1) != b"\n"
+        f.write((b"\n" if torn else b"") + line.encode("utf-8") + b"\n")
         f.flush()
         os.fsync(f.fileno())
 
 
 def read_lines_json(path: str) -> list[Any]:
-    """The JSON lines of a log written by append_line; a torn last line is skipped."""
+    """The JSON lines of a log written by append_line; a line torn by a crash is skipped, with a
+    warning naming it."""
     if not exists(path):
         return []
-    lines = read_text(path).splitlines()
     rows = []
-    for number, line in enumerate(lines, 1):
+    for number, line in enumerate(read_text(path).splitlines(), 1):
         try:
             rows.append(json.loads(line))
         except json.JSONDecodeError:
-            if number < len(lines):
-                raise ValueError(f"{path}:{number}: not a JSON line") from None
+            log.warning("%s:%d: not a whole JSON line (a crash while writing?); skipped", path, number)
     return rows
 
 

@@ -25,7 +25,7 @@ from trainer.nasnet import set_training_progress
 from trainer.proxy import PRECISIONS
 from trainer.records import DataInfo, eval_dataset, read_metadata, train_dataset
 from trainer.schedules import WarmupDecay, make_optimizer
-from trainer.train_config import TrainConfig, config_from_saved
+from trainer.train_config import EVAL_HISTORY, PROGRESS, TrainConfig, config_from_saved
 
 __all__ = ["TrainConfig", "Trainer", "load_trainer", "make_strategy"]
 
@@ -43,8 +43,7 @@ def make_strategy(tpu: str | None) -> tf.distribute.Strategy:
     return tf.distribute.get_strategy()
 
 
-EVAL_HISTORY = "eval_history.jsonl"
-PROGRESS = "progress.json"
+PROGRESS_EVERY_S = 30.0
 
 
 def total_steps(config: TrainConfig, info: DataInfo) -> int:
@@ -92,10 +91,11 @@ class Trainer:
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             optimizer.build(self.model.trainable_variables)
             self.optimizer = optimizer
-            # training wall time so far (seconds), saved with the weights: it adds up over resumed runs
-            self.wall_seconds = tf.Variable(0.0, dtype=tf.float64, trainable=False)
-            self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
-                                                  wall_seconds=self.wall_seconds)
+        # training wall time so far (seconds), saved with the weights: it adds up over resumed runs (a
+        # host variable, outside the strategy: float64 need not exist on the accelerator)
+        self.wall_seconds = tf.Variable(0.0, dtype=tf.float64, trainable=False)
+        self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
+                                              wall_seconds=self.wall_seconds)
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, storage.join(config.model_dir, "checkpoints"), max_to_keep=3
         )
@@ -189,8 +189,12 @@ class Trainer:
                     f"{self.config.data} has labels {list(self.info.labels)[:5]}..., but {self.config.model_dir} "
                     f"was trained with {saved[:5]}...: prepare the new data with "
                     f"--labels={storage.join(self.config.model_dir, 'labels.txt')}, or use a new --model_dir")
+        saved_names = {name for name, _ in tf.train.list_variables(latest)}
+        checkpoint = self.checkpoint
+        if not any(name.startswith("wall_seconds/") for name in saved_names):  # written before it was kept
+            checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer)
         try:
-            self.checkpoint.restore(latest).assert_existing_objects_matched()
+            checkpoint.restore(latest).assert_existing_objects_matched()
         except (AssertionError, ValueError, tf.errors.InvalidArgumentError) as err:
             raise ValueError(f"{latest} does not fit this model and optimizer (another --model, "
                              f"size or precision?); use a new --model_dir ({str(err).splitlines()[0]})") from None
@@ -217,7 +221,7 @@ class Trainer:
         train_writer = tf.summary.create_file_writer(storage.join(config.model_dir, "train"))
         eval_writer = tf.summary.create_file_writer(storage.join(config.model_dir, "eval"))
         every_steps, every_eval = config.save_checkpoints_steps, self.steps_per_eval
-        last_save = time.monotonic()
+        last_save = last_progress = time.monotonic()
         clock = time.perf_counter()
         result: dict[str, Any] = {}
         while step < self.total_steps:
@@ -244,29 +248,43 @@ class Trainer:
             now = time.perf_counter()
             self.wall_seconds.assign_add(now - clock)
             clock = now
+            if at_eval:  # before the checkpoint: a crash between the two repeats a row, never loses one
+                self._record_evaluation(result)
             if due or at_eval:  # a checkpoint costs real time (resnet18: 0.23 s), so not every loop
                 self.manager.save(checkpoint_number=step)
                 last_save = time.monotonic()
             if at_eval:
-                result["wall_seconds"] = float(self.wall_seconds.numpy())
-                result["epoch"] = step * config.train_batch_size / self.info.num_train_images
-                storage.append_line(storage.join(config.model_dir, EVAL_HISTORY), json.dumps(result))
                 with eval_writer.as_default(step=step):
                     for name in ("loss", "top1", "top5"):
                         tf.summary.scalar(name, result[name])
                 storage.write_json(storage.join(config.model_dir, "eval_results.json"), result)
                 print(f"eval at step {step}: top1 {result['top1']:.4f} top5 {result['top5']:.4f} "
                       f"loss {result['loss']:.4f}", flush=True)
-            # what a watcher reads (amoeba promote's progress lines): one small file, replaced each loop
-            storage.write_json(storage.join(config.model_dir, PROGRESS),
-                               {"step": step, "total_steps": self.total_steps, "loss": loss / n, "top1": top1 / n,
-                                "images_per_sec": n / seconds, "eval_top1": result.get("top1"),
-                                "wall_seconds": float(self.wall_seconds.numpy())})
+            # what a watcher reads (amoeba promote's progress lines): one small file, replaced at most
+            # every PROGRESS_EVERY_S (a gs:// object takes about one write a second)
+            if at_eval or step == self.total_steps or time.monotonic() - last_progress >= PROGRESS_EVERY_S:
+                last_progress = time.monotonic()
+                storage.write_json(storage.join(config.model_dir, PROGRESS),
+                                   {"step": step, "total_steps": self.total_steps, "loss": loss / n,
+                                    "top1": top1 / n, "images_per_sec": n / seconds, "eval_top1": result.get("top1"),
+                                    "wall_seconds": float(self.wall_seconds.numpy())})
         train_writer.flush()
         eval_writer.flush()
         if not result:  # already trained to total_steps: report the last evaluation again
             result = self.evaluate(eval_batch)
+            if not any(row["step"] == result["step"] for row in self.evaluations()):
+                self._record_evaluation(result)  # lost to a crash before this run: recorded now
         return result
+
+    def _record_evaluation(self, result: dict[str, Any]) -> None:
+        result["wall_seconds"] = float(self.wall_seconds.numpy())
+        result["epoch"] = result["step"] * self.config.train_batch_size / self.info.num_train_images
+        storage.append_line(storage.join(self.config.model_dir, EVAL_HISTORY), json.dumps(result))
+
+    def evaluations(self) -> list[dict[str, Any]]:
+        """The evaluations of model_dir so far, by step (a step evaluated twice: the last row)."""
+        rows = storage.read_lines_json(storage.join(self.config.model_dir, EVAL_HISTORY))
+        return sorted({row["step"]: row for row in rows}.values(), key=lambda row: row["step"])
 
 
 def load_trainer(model_dir: str, data: str | None = None) -> Trainer:

@@ -17,6 +17,8 @@ from trainer.proxy import PRECISIONS
 if TYPE_CHECKING:
     from trainer.models import ModelSpec
 
+EVAL_HISTORY = "eval_history.jsonl"  # a model_dir's evaluations, one JSON line each (trainer/train.py)
+PROGRESS = "progress.json"  # a model_dir's latest training step, for watchers
 AUGMENTATIONS = ("inception", "cifar")  # trainer/records.py's train_dataset implements each
 SCHEDULES = ("exponential", "piecewise", "cosine", "constant")  # trainer/schedules.py implements each
 OPTIMIZERS = ("rmsprop", "momentum", "sgd")

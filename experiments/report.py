@@ -224,7 +224,7 @@ def promote_verdict(table: pd.DataFrame) -> str | None:
     word = "beats" if cell.top1 > base.top1 else ("ties" if cell.top1 == base.top1 else "does not beat")
     return (f"The best searched cell, {cell['name']} (top-1 {cell.top1:.4f}, {int(cell.params):,} parameters), {word} "
             f"the best baseline, {base['name']} (top-1 {base.top1:.4f}, {int(base.params):,} parameters), "
-            f"after {cell.epochs:g} and {base.epochs:g} epochs.")
+            f"after {cell.epochs:.1f} and {base.epochs:.1f} epochs.")
 
 
 def _cell(value: Any) -> str:

@@ -7,7 +7,7 @@ search wall time x concurrency / trials - sleep, the worker processes' start inc
 scaling efficiency (trials per hour at c, over c times the trials per hour at 1); and, from the
 trials' own timestamps, the start-up (search start to a worker's first trial) and the steady
 dispatch (the gap between consecutive trials on one warm worker). Then the driver's memory over a longer search
-(`--memory_trials`): its resident memory at 25% of the trials and at the end, in one Tune
+(`--memory_trials`): its resident memory at each eighth of the trials (the ratio: the end over 25%), in one Tune
 experiment and in experiments of `--memory_trials_per_tuner` trials (SearchConfig.trials_per_tuner).
 Run: .venv/bin/python benchmarks/search_scaling.py [--sleep=2 --waves=6 --memory_trials=200]
 """
@@ -75,7 +75,9 @@ def memory_search(trials: int, concurrency: int, per_tuner: int) -> dict[str, fl
                                   on_progress=lambda done: samples.append((done, resident_mb())),
                                   trials_per_tuner=per_tuner)
     early = next(rss for done, rss in samples if done >= trials // 4)
-    return {"early_mb": early, "late_mb": samples[-1][1], "wall_s": wall}
+    eighths = {trials * q // 8: next(rss for done, rss in samples if done >= trials * q // 8) for q in range(1, 8)}
+    return {"early_mb": early, "late_mb": samples[-1][1], "wall_s": wall,
+            "rss_mb_at": {**{str(k): round(v, 1) for k, v in eighths.items()}, str(trials): round(samples[-1][1], 1)}}
 
 
 def main() -> None:
@@ -123,6 +125,7 @@ def main() -> None:
         print(f"driver memory over {n} trials, Tune experiments of {per_tuner} ({out['wall_s']:.0f} s): "
               f"{out['early_mb']:.0f} MiB at trial {n // 4}, {out['late_mb']:.0f} MiB at the end "
               f"({memory[per_tuner]:.3f}x)")
+        print("  resident MiB at trial " + ", ".join(f"{k}: {v:.0f}" for k, v in out["rss_mb_at"].items()))
     figures = {f"overhead_s_at_{c}": round(r["overhead_s"], 3) for c, r in rows.items()}
     figures.update({f"efficiency_at_{c}": round(r["efficiency"], 3) for c, r in rows.items()})
     figures.update({f"dispatch_s_at_{c}": round(r["dispatch_s"], 3) for c, r in rows.items()})

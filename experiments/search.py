@@ -42,7 +42,9 @@ class SearchConfig:
     max_failures: int = 2  # Tune's retries of a trial whose worker died (a lost node, a crash)
     max_consecutive_failures: int = 5  # the circuit breaker (0: off)
     reuse_workers: bool = True  # keep each trial's worker process warm for the next trial
-    trials_per_tuner: int = 1000  # a Tune experiment's trials; a longer search runs several in turn
+    # a Tune experiment's trials; a longer search runs several in turn. Tune holds about 100 KB of
+    # driver memory per trial of an experiment until it ends (benchmarks/README.md: search_scaling.py)
+    trials_per_tuner: int = 200
     ray_address: str | None = None
     upload_to: str | None = None  # gs://BUCKET/PATH: a copy of the results, kept up to date
     proxy: ProxyConfig = field(default_factory=ProxyConfig)

@@ -22,8 +22,8 @@ import numpy as np
 import pandas as pd
 
 from evolution import resume
-from experiments.promote import PLAN, comparison_text, read_comparison
-from experiments.results import results_table, top_trials
+from experiments.promote import PLAN, comparison_text, read_comparison, top_genotypes
+from experiments.results import results_table
 from experiments.search import CONFIG, JOURNAL
 
 TOP_GENOTYPES = 3  # cells drawn per search
@@ -61,8 +61,9 @@ def load_run(folder: str) -> SearchRun | PromoteRun:
         else:  # a journal written without `amoeba search`: its start event says what was searched
             with open(os.path.join(folder, JOURNAL)) as journal:
                 settings = json.loads(journal.readline())
-        best = top_trials(table, algorithm, TOP_GENOTYPES)
-        genotypes = {int(t): algorithm.trials[int(t)].genotype for t in best.trial_id}
+        # the cells `amoeba promote --top_k` would pick: distinct, ties to fewer parameters
+        ranked = top_genotypes(folder, TOP_GENOTYPES) if (table.status == "ok").any() else []
+        genotypes = {m.search_trial_id: algorithm.trials[m.search_trial_id].genotype for m in ranked}
         return SearchRun(name, folder, type(algorithm).name, algorithm.objective, table, settings, genotypes)
     if os.path.exists(os.path.join(folder, PLAN)) and os.path.exists(os.path.join(folder, "comparison.csv")):
         plan = json.load(open(os.path.join(folder, PLAN)))
@@ -209,9 +210,9 @@ def search_summary(searches: list[SearchRun]) -> pd.DataFrame:
 
 
 def best_trials(run: SearchRun) -> pd.DataFrame:
-    ok = run.table[run.table.trial_id.isin(list(run.genotypes))]
-    ok = ok.sort_values(run.objective, ascending=False)
-    return ok[["trial_id", run.objective, "params", "multiply_adds", "mutation", "genotype"]]
+    """The search's best distinct trials, in promote's order."""
+    best = run.table.set_index("trial_id").loc[list(run.genotypes)].reset_index()
+    return best[["trial_id", run.objective, "params", "multiply_adds", "mutation", "genotype"]]
 
 
 def promote_verdict(table: pd.DataFrame) -> str | None:

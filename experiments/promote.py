@@ -24,7 +24,7 @@ from typing import Any
 
 import pandas as pd
 
-from evolution import resume
+from evolution import SearchAlgorithm, resume
 from experiments.search import JOURNAL, trial_resources
 from trainer import storage
 from trainer.train_config import TrainConfig, config_from_saved
@@ -118,35 +118,39 @@ class PlannedModel:
     search_dir: str | None = None
 
 
-def top_genotypes(search_dir: str, k: int) -> list[PlannedModel]:
-    """The k best distinct genotypes of a search by its objective (ties: fewer parameters, then the
-    earlier trial); a genotype seen twice counts once."""
-    path = os.path.join(search_dir, JOURNAL)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"--search_dir {search_dir}: no {JOURNAL}; is it an `amoeba search` output dir?")
-    algorithm = resume(path, read_only=True)
+def best_distinct_trials(algorithm: SearchAlgorithm, k: int) -> list[int]:
+    """Ids of the k best successful trials by the objective (ties: fewer parameters, then the earlier
+    trial), a genotype seen twice counted once."""
     sign = -1 if algorithm.mode == "max" else 1
     ranked = sorted(
         (tid for tid, outcome in algorithm.outcomes.items() if outcome.status == "ok"),
         key=lambda tid: (sign * float(algorithm.outcomes[tid].metrics[algorithm.objective]),
                          algorithm.outcomes[tid].metrics.get("params") or math.inf, tid))
-    chosen: list[PlannedModel] = []
+    chosen: list[int] = []
     seen: set[str] = set()
-    prefix = os.path.basename(os.path.normpath(search_dir))
     for tid in ranked:
-        trial = algorithm.trials[tid]
-        if len(chosen) == k:
-            break
-        if trial.genotype.key() in seen:
-            continue
-        seen.add(trial.genotype.key())
-        chosen.append(PlannedModel(
-            name=f"{prefix}-trial{tid}", kind="searched", model="genotype", genotype=trial.genotype.to_json(),
-            search_trial_id=tid, search_val_accuracy=float(algorithm.outcomes[tid].metrics[algorithm.objective]),
-            search_dir=os.path.abspath(search_dir)))
+        key = algorithm.trials[tid].genotype.key()
+        if len(chosen) < k and key not in seen:
+            seen.add(key)
+            chosen.append(tid)
+    return chosen
+
+
+def top_genotypes(search_dir: str, k: int) -> list[PlannedModel]:
+    """The search's best_distinct_trials, as models to promote."""
+    path = os.path.join(search_dir, JOURNAL)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"--search_dir {search_dir}: no {JOURNAL}; is it an `amoeba search` output dir?")
+    algorithm = resume(path, read_only=True)
+    chosen = best_distinct_trials(algorithm, k)
     if not chosen and k:
         raise ValueError(f"--search_dir {search_dir}: no successful trial to promote")
-    return chosen
+    prefix = os.path.basename(os.path.normpath(search_dir))
+    return [PlannedModel(name=f"{prefix}-trial{tid}", kind="searched", model="genotype",
+                         genotype=algorithm.trials[tid].genotype.to_json(), search_trial_id=tid,
+                         search_val_accuracy=float(algorithm.outcomes[tid].metrics[algorithm.objective]),
+                         search_dir=os.path.abspath(search_dir))
+            for tid in chosen]
 
 
 def plan_models(config: PromoteConfig) -> list[PlannedModel]:

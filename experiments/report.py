@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from evolution import resume
-from experiments.promote import PLAN, comparison_text, read_comparison, top_genotypes
+from experiments.promote import PLAN, best_distinct_trials, comparison_text, read_comparison
 from experiments.results import results_table
 from experiments.search import CONFIG, JOURNAL
 
@@ -62,8 +62,7 @@ def load_run(folder: str) -> SearchRun | PromoteRun:
             with open(os.path.join(folder, JOURNAL)) as journal:
                 settings = json.loads(journal.readline())
         # the cells `amoeba promote --top_k` would pick: distinct, ties to fewer parameters
-        ranked = top_genotypes(folder, TOP_GENOTYPES) if (table.status == "ok").any() else []
-        genotypes = {m.search_trial_id: algorithm.trials[m.search_trial_id].genotype for m in ranked}
+        genotypes = {tid: algorithm.trials[tid].genotype for tid in best_distinct_trials(algorithm, TOP_GENOTYPES)}
         return SearchRun(name, folder, type(algorithm).name, algorithm.objective, table, settings, genotypes)
     if os.path.exists(os.path.join(folder, PLAN)) and os.path.exists(os.path.join(folder, "comparison.csv")):
         plan = json.load(open(os.path.join(folder, PLAN)))

@@ -172,3 +172,18 @@ def test_a_model_that_fails_is_recorded_and_the_others_finish(tmp_path):
     assert "1 of 2 models did not finish (amoebanet_a: ValueError: filters: at least 2" in result.stderr
     table = pd.read_csv(out / "comparison.csv")
     assert table.set_index("name").status.to_dict() == {"resnet20": "ok", "amoebanet_a": "failed"}
+
+
+def test_a_genotype_seen_twice_is_promoted_once():
+    from types import SimpleNamespace
+
+    from evolution.algorithms import Outcome, Trial
+    from experiments.promote import best_distinct_trials
+
+    genotype = lambda key: SimpleNamespace(key=lambda: key)  # noqa: E731 - only the canonical key matters
+    keys = ["a", "b", "a", "c"]
+    scores = [0.9, 0.8, 0.95, 0.7]
+    search = SimpleNamespace(mode="max", objective="val_accuracy",
+                             trials={i: Trial(i, genotype(k), None, "random") for i, k in enumerate(keys)},
+                             outcomes={i: Outcome("ok", {"val_accuracy": v}) for i, v in enumerate(scores)})
+    assert best_distinct_trials(search, 3) == [2, 1, 3]  # trial 0 repeats trial 2's cell

@@ -1,7 +1,13 @@
 """Search algorithms behind one ask/tell interface keyed by trial id, with a durable journal.
 
-`ask()` hands out a trial, `tell(trial_id, metrics | error)` records its result. Every ask and
-every accepted tell is appended to the journal; `resume(path)` replays the journal through the
+`ask()` hands out a trial, `tell(trial_id, metrics | error)` records its result. With rungs
+(multi-fidelity, evolution/rungs.py), a trial also `report`s its result at each rung and is told
+whether to go on; a trial joins the population with its first rung's result, and members are
+compared like with like: a tournament compares its sample at the highest rung all of them reached
+(a 200-epoch accuracy always beats a 12-epoch one, whatever the cells, so comparing across rungs
+would only reward having been promoted). The pick (`best()`) follows the same rule: the best
+result at the first rung, replaced by the best at the next rung whenever the pick has reached that
+rung too, and so on up; a cell is displaced only by one that beat it where both were measured. Every ask, rung decision and accepted tell is appended to the journal; `resume(path)` replays the journal through the
 same code, so the state (RNG included) comes back identical, and trials that were asked but never
 told are handed out again, once, with the same id and genotype.
 
@@ -20,7 +26,8 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Mapping
 
 from evolution.journal import Journal, JournalError, JournalLock, read_journal
-from evolution.steps import age_out, tournament_select
+from evolution.rungs import CONTINUE, STOP, Promotions, Rungs
+from evolution.steps import age_out, draw_sample, fittest
 from searchspace import SearchSpace, space_from_config
 
 log = logging.getLogger(__name__)
@@ -59,6 +66,7 @@ class SearchAlgorithm:
         journal_path: str | None = None,
         fsync: bool = True,
         journal_lock: JournalLock | None = None,
+        rungs: Rungs | None = None,
     ) -> None:
         if mode not in ("max", "min"):
             raise ValueError(f"mode: must be 'max' or 'min', got {mode!r}")
@@ -67,10 +75,14 @@ class SearchAlgorithm:
         self.objective = objective
         self.mode = mode
         self.rng = random.Random(seed)
+        self.rungs = rungs
+        self.promotions = Promotions(rungs) if rungs else None
         self.trials: dict[int, Trial] = {}
         self.outcomes: dict[int, Outcome] = {}
+        self.rung_results: dict[int, list[dict[str, Any]]] = {}  # a trial's metrics at each rung reached
+        self.decisions: dict[int, list[str]] = {}  # and the decision taken at each
         self._reissue: deque[int] = deque()
-        self._best_id: int | None = None
+        self._leaders: list[int | None] = [None] * (len(rungs.epochs) if rungs else 1)  # best at each rung
         self._journal: Journal | None = None
         self.started_at: float | None = round(time.time(), 3)
         if journal_path is not None:
@@ -104,6 +116,7 @@ class SearchAlgorithm:
             "objective": self.objective,
             "mode": self.mode,
             "params": self.params(),
+            "rungs": self.rungs.to_config() if self.rungs else None,
         }
 
     def ask(self) -> Trial:
@@ -151,6 +164,61 @@ class SearchAlgorithm:
         self._record(trial_id, outcome)
         return True
 
+    def report(self, trial_id: int, rung: int, metrics: Mapping[str, Any]) -> str:
+        """A trial's result at rung `rung` (its metrics may carry `seconds_per_epoch`, the cost the
+        rule weighs; 1 when absent): CONTINUE to train it on to the next rung, or STOP. A rung
+        already reported (a resumed trial reporting again) gets the decision taken then; a result
+        without a finite objective, a trial not in flight or a rung out of order gets STOP."""
+        if self.rungs is None:
+            raise ValueError("report: this search has no rungs")
+        if trial_id not in self.trials or trial_id in self.outcomes:
+            log.warning("report: trial %s is not in flight; told to stop", trial_id)
+            return STOP
+        done = self.decisions.get(trial_id, [])
+        if rung < len(done):
+            log.info("report: trial %s rung %d was decided before (%s)", trial_id, rung, done[rung])
+            return done[rung]
+        if rung != len(done) or rung > self.rungs.top or self._outcome(metrics, None).status != "ok":
+            log.warning("report: trial %s rung %d out of order or without a finite %s; told to stop",
+                        trial_id, rung, self.objective)
+            return STOP
+        metrics = {**metrics, "rung": rung, "epochs": self.rungs.epochs[rung]}
+        decision = self._decide(trial_id, rung, metrics)
+        self._write({"event": "rung", "trial_id": trial_id, "rung": rung, "metrics": metrics,
+                     "decision": decision})
+        return decision
+
+    def _decide(self, trial_id: int, rung: int, metrics: dict[str, Any]) -> str:
+        cost = float(metrics.get("seconds_per_epoch") or 1.0)
+        decision = self.promotions.decide(rung, self._signed(metrics), cost)
+        self.rung_results.setdefault(trial_id, []).append(metrics)
+        self.decisions.setdefault(trial_id, []).append(decision)
+        if rung == 0:
+            self._accept(trial_id)
+        self._consider_for_best(trial_id, rung)
+        return decision
+
+    def highest_rung(self, trial_id: int) -> int:
+        """The highest rung the trial has a result at (0 without rungs)."""
+        return max(0, len(self.rung_results.get(trial_id, ())) - 1)
+
+    def value_at(self, trial_id: int, rung: int) -> float:
+        """The trial's objective at `rung`, signed so that larger is better."""
+        if trial_id in self.rung_results:
+            return self._signed(self.rung_results[trial_id][rung])
+        return self.fitness(trial_id)
+
+    @property
+    def _best_id(self) -> int | None:
+        """The pick: the first rung's leader, then each higher rung's leader while the pick has a
+        result there too."""
+        pick = self._leaders[0]
+        for rung in range(1, len(self._leaders)):
+            if pick is None or self.highest_rung(pick) < rung:
+                break
+            pick = self._leaders[rung]
+        return pick
+
     def pending(self) -> list[int]:
         """Ids of trials asked but not yet told."""
         return [t for t in self.trials if t not in self.outcomes]
@@ -159,14 +227,20 @@ class SearchAlgorithm:
         return len(self.outcomes)
 
     def best(self) -> tuple[Trial, Outcome] | None:
-        """The best successful trial so far, by the objective."""
+        """The pick: the best result at the highest rung reached (without rungs: the best successful
+        trial by the objective). A trial still training at a higher rung is picked with its last
+        rung's result (an Outcome without told_at)."""
         if self._best_id is None:
             return None
-        return self.trials[self._best_id], self.outcomes[self._best_id]
+        outcome = self.outcomes.get(self._best_id) or Outcome("ok", self.rung_results[self._best_id][-1])
+        return self.trials[self._best_id], outcome
 
     def fitness(self, trial_id: int) -> float:
         """The objective of a successful trial, signed so that larger is better."""
-        value = float(self.outcomes[trial_id].metrics[self.objective])
+        return self._signed(self.outcomes[trial_id].metrics)
+
+    def _signed(self, metrics: Mapping[str, Any]) -> float:
+        value = float(metrics[self.objective])
         return value if self.mode == "max" else -value
 
     def close(self) -> None:
@@ -197,11 +271,36 @@ class SearchAlgorithm:
         self.outcomes[trial_id] = outcome
         if trial_id in self._reissue:
             self._reissue.remove(trial_id)
+        if trial_id in self.rung_results:  # already in the population since its first rung
+            if outcome.status != "ok" and trial_id in self._leaders:  # a failed trial leads no rung
+                self._leaders = [None] * len(self._leaders)
+                for other, results in self.rung_results.items():
+                    for rung in range(len(results)):
+                        self._consider_for_best(other, rung)
+            return
         if outcome.status != "ok":
             return
-        if self._best_id is None or self.fitness(trial_id) > self.fitness(self._best_id):
-            self._best_id = trial_id
+        self._consider_for_best(trial_id, 0)
         self._accept(trial_id)
+
+    def _consider_for_best(self, trial_id: int, rung: int) -> None:
+        outcome = self.outcomes.get(trial_id)
+        if outcome is not None and outcome.status != "ok":
+            return
+        leader = self._leaders[rung]
+        if leader is None or self.value_at(trial_id, rung) > self.value_at(leader, rung):
+            self._leaders[rung] = trial_id
+
+    def _finish_decided(self) -> list[int]:
+        """Trials whose last rung was decided STOP but that were never told (the driver ended in
+        between): told now with that rung's metrics, as the trial would have been."""
+        finished = [t for t in self.pending() if self.decisions.get(t) and self.decisions[t][-1] == STOP]
+        for trial_id in finished:
+            if self._journal is not None:
+                self.tell(trial_id, self.rung_results[trial_id][-1])
+            else:
+                self._record(trial_id, Outcome("ok", self.rung_results[trial_id][-1]))
+        return finished
 
     def _write(self, event: dict[str, Any]) -> None:
         if self._journal is not None:
@@ -239,7 +338,9 @@ class RegularizedEvolution(SearchAlgorithm):
     def _propose(self, trial_id: int) -> Trial:
         if len(self.population) < self.population_size:
             return Trial(trial_id, self.space.sample(self.rng), None, "random")
-        parent_id = tournament_select(self.population, self.sample_size, self.rng, self.fitness)
+        sample = draw_sample(self.population, self.sample_size, self.rng)
+        common = min(self.highest_rung(member) for member in sample)  # compare like with like
+        parent_id = fittest(sample, lambda member: self.value_at(member, common))
         child, description = self.space.mutate(self.trials[parent_id].genotype, self.rng)
         return Trial(trial_id, child, parent_id, description)
 
@@ -291,6 +392,7 @@ def resume(journal_path: str, fsync: bool = True, read_only: bool = False,
         raise
     if not read_only:
         algorithm._journal = Journal(journal_path, intact_bytes, fsync=fsync, lock=lock)
+    algorithm._finish_decided()
     return algorithm
 
 
@@ -311,6 +413,7 @@ def _replay(journal_path: str, lenient: bool) -> tuple[SearchAlgorithm, int]:
             seed=start["seed"],
             objective=start["objective"],
             mode=start["mode"],
+            rungs=Rungs.from_config(start.get("rungs")),
             **start["params"],
         )
     except (KeyError, TypeError, ValueError) as err:
@@ -345,6 +448,18 @@ def _replay(journal_path: str, lenient: bool) -> tuple[SearchAlgorithm, int]:
                                 event["trial_id"])
                     continue
                 algorithm._record(event["trial_id"], outcome)
+            elif kind == "rung":
+                trial_id, rung = event["trial_id"], event["rung"]
+                if (trial_id not in algorithm.trials or trial_id in algorithm.outcomes
+                        or rung != len(algorithm.decisions.get(trial_id, ())) or algorithm.rungs is None):
+                    if not lenient:
+                        raise JournalError(f"{journal_path}:{number}: rung result for a trial not at that rung")
+                    log.warning("%s:%d: rung result of trial %s out of place; skipped", journal_path, number, trial_id)
+                    continue
+                decision = algorithm._decide(trial_id, rung, event["metrics"])
+                if decision != event["decision"] and not lenient:
+                    raise JournalError(f"{journal_path}:{number}: replay diverged: trial {trial_id} rung {rung} "
+                                       f"was decided {event['decision']!r}, the replay decides {decision!r}")
             elif kind != "reissue":
                 raise JournalError(f"{journal_path}:{number}: unknown event {kind!r}")
         except KeyError as err:

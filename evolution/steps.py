@@ -13,6 +13,25 @@ from typing import Callable, Sequence, TypeVar
 T = TypeVar("T")
 
 
+def draw_sample(population: Sequence[T], sample_size: int, rng: random.Random) -> list[T]:
+    """`sample_size` members drawn uniformly WITH replacement (as the paper), in draw order."""
+    if not population:
+        raise ValueError("tournament: the population is empty")
+    n = len(population)
+    return [population[rng.randrange(n)] for _ in range(sample_size)]
+
+
+def fittest(sample: Sequence[T], fitness: Callable[[T], float]) -> T:
+    """The fittest member of `sample`; ties go to the one drawn first."""
+    best = sample[0]
+    best_fitness = fitness(best)
+    for member in sample[1:]:
+        member_fitness = fitness(member)
+        if member_fitness > best_fitness:
+            best, best_fitness = member, member_fitness
+    return best
+
+
 def tournament_select(
     population: Sequence[T], sample_size: int, rng: random.Random, fitness: Callable[[T], float]
 ) -> T:
@@ -20,17 +39,7 @@ def tournament_select(
 
     Ties go to the member drawn first.
     """
-    if not population:
-        raise ValueError("tournament_select: the population is empty")
-    n = len(population)
-    best = population[rng.randrange(n)]
-    best_fitness = fitness(best)
-    for _ in range(sample_size - 1):
-        member = population[rng.randrange(n)]
-        member_fitness = fitness(member)
-        if member_fitness > best_fitness:
-            best, best_fitness = member, member_fitness
-    return best
+    return fittest(draw_sample(population, sample_size, rng), fitness)
 
 
 def age_out(population: deque[T], size: int) -> list[T]:

@@ -9,8 +9,10 @@ import numpy as np
 from experiments.tabular import sample_std
 
 
-def plot_best_so_far(curves: Mapping[str, np.ndarray], path: str, ylabel: str, title: str) -> None:
-    """Mean best-so-far against evaluations with a 95% confidence band per algorithm (PNG/SVG)."""
+def plot_best_so_far(curves: Mapping[str, np.ndarray], path: str, ylabel: str, title: str,
+                     x: np.ndarray | None = None, xlabel: str = "evaluations") -> None:
+    """Mean best-so-far against evaluations (or `x`, e.g. simulated hours) with a 95% confidence
+    band per algorithm (PNG/SVG); points where some runs have no result yet average the others."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -18,12 +20,14 @@ def plot_best_so_far(curves: Mapping[str, np.ndarray], path: str, ylabel: str, t
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for name, curve in curves.items():
-        x = np.arange(1, curve.shape[1] + 1)
-        mean = curve.mean(axis=0)
-        half = 1.96 * np.array([sample_std(c) for c in curve.T]) / np.sqrt(curve.shape[0])
-        ax.plot(x, mean, label=f"{name} (n={curve.shape[0]})")
-        ax.fill_between(x, mean - half, mean + half, alpha=0.25)
-    ax.set_xlabel("evaluations")
+        xs = np.arange(1, curve.shape[1] + 1) if x is None else x
+        seen = ~np.isnan(curve).all(axis=0)
+        mean = np.nanmean(curve[:, seen], axis=0)
+        half = 1.96 * np.array([sample_std(c[~np.isnan(c)]) / np.sqrt(max(1, (~np.isnan(c)).sum()))
+                                for c in curve[:, seen].T])
+        ax.plot(xs[seen], mean, label=f"{name} (n={curve.shape[0]})")
+        ax.fill_between(xs[seen], mean - half, mean + half, alpha=0.25)
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(alpha=0.3)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -24,13 +24,16 @@ SPACES = {"nasbench201": (NasBench201Space, NasBench201Genotype.from_string)}
 
 @dataclass(frozen=True)
 class Table:
-    """Canonical key -> (search metric, report metric), for every architecture of the space."""
+    """Canonical key -> (search metric, report metric), for every architecture of the space, and
+    every other column read (fidelities, cost), by column name."""
 
     search: dict[str, float]
     report: dict[str, float]
+    columns: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
-def load_table(path: str, space_name: str, arch_column: str, search_metric: str, report_metric: str) -> Table:
+def load_table(path: str, space_name: str, arch_column: str, search_metric: str, report_metric: str,
+               more_columns: Sequence[str] = ()) -> Table:
     """Read and validate the CSV; errors name the file, line and column."""
     if space_name not in SPACES:
         raise ValueError(f"space: unknown {space_name!r}; known: {sorted(SPACES)}")
@@ -39,12 +42,14 @@ def load_table(path: str, space_name: str, arch_column: str, search_metric: str,
         frame = pd.read_csv(path, dtype={arch_column: str}, keep_default_na=False, skip_blank_lines=False)
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
         raise ValueError(f"{path}: cannot read the table: {err}") from None
-    for column in (arch_column, search_metric, report_metric):
+    metrics = list(dict.fromkeys([search_metric, report_metric, *more_columns]))
+    for column in (arch_column, *metrics):
         if column not in frame.columns:
             raise ValueError(f"{path}: no column {column!r}; columns: {list(frame.columns)}")
-    search, report, seen_at = {}, {}, {}
-    rows = zip(frame[arch_column], frame[search_metric], frame[report_metric])
-    for line, (arch, raw_search, raw_report) in enumerate(rows, start=2):  # the header is line 1
+    columns: dict[str, dict[str, float]] = {name: {} for name in metrics}
+    seen_at: dict[str, int] = {}
+    rows = zip(frame[arch_column], *(frame[name] for name in metrics))
+    for line, (arch, *raw) in enumerate(rows, start=2):  # the header is line 1
         arch = str(arch).strip()
         if not arch:
             raise ValueError(f"{path}:{line}: column {arch_column!r} is empty")
@@ -55,15 +60,15 @@ def load_table(path: str, space_name: str, arch_column: str, search_metric: str,
         if key in seen_at:
             raise ValueError(f"{path}:{line}: duplicate architecture {arch} (first on line {seen_at[key]})")
         seen_at[key] = line
-        search[key] = _finite(raw_search, path, line, search_metric)
-        report[key] = _finite(raw_report, path, line, report_metric)
-    missing = [g for g in space_cls().all_genotypes() if g.key() not in search]
+        for name, value in zip(metrics, raw):
+            columns[name][key] = _finite(value, path, line, name)
+    missing = [g for g in space_cls().all_genotypes() if g.key() not in seen_at]
     if missing:
         raise ValueError(
             f"{path}: the table does not cover the {space_name} space: {len(missing)} of "
-            f"{len(missing) + len(search)} architectures are missing, e.g. {missing[0]}"
+            f"{len(missing) + len(seen_at)} architectures are missing, e.g. {missing[0]}"
         )
-    return Table(search, report)
+    return Table(columns[search_metric], columns[report_metric], columns)
 
 
 def _finite(raw: Any, path: str, line: int, column: str) -> float:

@@ -109,3 +109,16 @@ def test_command_reports_a_bad_table(tmp_path):
     result = amoeba("benchmark", f"--table={path}", "--search_metric=val", "--report_metric=test", "--plot=",
                     check=False)
     assert result.returncode == 1 and "does not cover" in result.stderr
+
+
+def test_command_on_a_simulated_clock(table_path, tmp_path):
+    plot = tmp_path / "hours.svg"
+    result = amoeba("benchmark", f"--table={table_path}", "--report_metric=test", "--fidelities=1:val,4:test",
+                    "--rungs=1,4", "--budget_s=200", "--workers=4", "--runs=5", f"--plot={plot}", "--format=json")
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    assert figures["rungs"] == [1, 4] and figures["workers"] == 4 and "pick" in figures
+    assert set(figures["summary"]["random"]) == {"0.1", "0.25", "0.5", "1"}
+    assert "simulated hours" in plot.read_text()
+    bad = amoeba("benchmark", f"--table={table_path}", "--report_metric=test", "--search_metric=val",
+                 "--rungs=1,4", "--plot=", check=False)
+    assert bad.returncode == 1 and "--rungs needs --budget_s" in bad.stderr

@@ -5,6 +5,10 @@ The table is a CSV with one column holding the architecture in the space's strin
 nasbench201: |op~0|+|op~0|op~1|+|op~0|op~1|op~2|) and numeric metric columns; it must cover the
 whole space. Prints mean and standard deviation of the report metric of each algorithm's pick
 (best so far by the search metric) at a few budgets, and writes a best-so-far plot.
+
+With --budget_s the budget is simulated wall time (experiments/simulator.py): every evaluation
+costs its epochs times --cost_column, --workers run at once, --fidelities name the search metric
+at each number of epochs, and --rungs make the search multi-fidelity (evolution/rungs.py).
 """
 
 from __future__ import annotations
@@ -27,6 +31,16 @@ flags.DEFINE_integer("runs", 100, "Runs per algorithm (seeds seed..seed+runs-1).
 flags.DEFINE_integer("seed", 0, "First seed.", **F)
 flags.DEFINE_integer("population_size", 20, "P of regularized evolution.", **F)
 flags.DEFINE_integer("sample_size", 5, "S of regularized evolution.", **F)
+flags.DEFINE_float("budget_s", 0, "Simulated wall-clock budget in seconds (0: count evaluations, --budget).", **F)
+flags.DEFINE_string("cost_column", None, "Column of seconds per training epoch: what an evaluation costs "
+                    "(with --budget_s; without it an epoch costs 1).", **F)
+flags.DEFINE_integer("workers", 1, "Trials at once on the simulated clock (asynchronous).", **F)
+flags.DEFINE_list("fidelities", [], "EPOCHS:COLUMN pairs, the search metric at each fidelity "
+                  "(e.g. 12:val_acc_12ep,200:val_acc_200ep); default --epochs:--search_metric.", **F)
+flags.DEFINE_list("rungs", [], "Epochs at which trials report and ASHA decides (a subset of the "
+                  "fidelities' epochs, e.g. 12,200); default: every evaluation at the first fidelity.", **F)
+flags.DEFINE_float("reduction_factor", 3.0, "ASHA's eta: the top 1/eta at a rung goes on.", **F)
+flags.DEFINE_integer("epochs", 12, "Epochs one evaluation costs without --fidelities.", **F)
 flags.DEFINE_bool("dedup", False, "Do not charge an architecture already evaluated to the budget.", **F)
 flags.DEFINE_string("plot", "benchmark.png", "Plot file (.png or .svg); empty for none.", **F)
 flags.DEFINE_enum("format", "text", ["text", "json"], "Output format.", **F)
@@ -34,15 +48,21 @@ flags.DEFINE_enum("format", "text", ["text", "json"], "Output format.", **F)
 
 def main(args: list[str]) -> None:
     from experiments.plots import plot_best_so_far
-    from experiments.tabular import load_table, run_benchmark
 
     if args:
         raise app.UsageError(f"benchmark takes no positional arguments, got {args}")
-    for name in ("table", "search_metric", "report_metric"):
+    for name in ("table", "report_metric") + (() if FLAGS.fidelities else ("search_metric",)):
         if not FLAGS[name].value:
             raise app.UsageError(f"benchmark needs --{name}")
     if FLAGS.plot and not FLAGS.plot.endswith((".png", ".svg")):
         raise app.UsageError(f"--plot must end in .png or .svg, got {FLAGS.plot}")
+    if FLAGS.budget_s:
+        return time_benchmark(plot_best_so_far)
+    from experiments.tabular import load_table, run_benchmark
+
+    for name in ("fidelities", "rungs", "cost_column"):
+        if FLAGS[name].value:
+            raise app.UsageError(f"--{name} needs --budget_s (a simulated time budget)")
     params = {"population_size": FLAGS.population_size, "sample_size": FLAGS.sample_size}
     try:
         table = load_table(FLAGS.table, FLAGS.space, FLAGS.arch_column, FLAGS.search_metric,
@@ -68,3 +88,47 @@ def main(args: list[str]) -> None:
         print(f"{name:<24}{cells}")
     if FLAGS.plot:
         print(f"plot: {FLAGS.plot}")
+
+
+def time_benchmark(plot) -> None:
+    """--budget_s: the algorithms on the simulated clock."""
+    from experiments.simulator import Fidelities, parse_fidelities, run_time_benchmark
+    from experiments.tabular import load_table
+
+    params = {"population_size": FLAGS.population_size, "sample_size": FLAGS.sample_size}
+    try:
+        columns = parse_fidelities(FLAGS.fidelities) or {FLAGS.epochs: FLAGS.search_metric}
+        rungs = tuple(_positive_ints(FLAGS.rungs))
+        fidelities = Fidelities(columns, rungs, FLAGS.reduction_factor)
+        more = [*columns.values(), *([FLAGS.cost_column] if FLAGS.cost_column else [])]
+        table = load_table(FLAGS.table, FLAGS.space, FLAGS.arch_column, columns[fidelities.first],
+                           FLAGS.report_metric, more)
+        result = run_time_benchmark(table, FLAGS.space, FLAGS.algorithms, fidelities, FLAGS.cost_column,
+                                    FLAGS.budget_s, FLAGS.workers, FLAGS.runs, FLAGS.seed, FLAGS.mode, params)
+    except ValueError as err:
+        raise app.UsageError(str(err)) from None
+    if FLAGS.plot:
+        plot(result["curves"], FLAGS.plot, FLAGS.report_metric,
+             f"{FLAGS.space}, {FLAGS.workers} worker(s): {FLAGS.report_metric} of the pick",
+             x=result["grid_s"] / 3600, xlabel="simulated hours")
+    figures = {k: v for k, v in result.items() if k not in ("curves", "grid_s")}
+    figures["report_metric"], figures["plot"] = FLAGS.report_metric, FLAGS.plot or None
+    if FLAGS.format == "json":
+        print(json.dumps(figures))
+        return
+    print(f"{FLAGS.report_metric} of the pick (mean +- std [95% interval] over {FLAGS.runs} runs), "
+          f"{FLAGS.workers} worker(s), at a share of {FLAGS.budget_s:g} simulated seconds; {result['pick']}:")
+    shares = list(next(iter(result["summary"].values())))
+    print(f"{'algorithm':<24}" + "".join(f"{float(s):>24.0%}" for s in shares) + f"{'trials':>9}")
+    for name, by_share in result["summary"].items():
+        cells = "".join(f"{v['mean']:>10.3f} +- {v['std']:<5.2f} [{v['ci95']:.2f}]" for v in by_share.values())
+        print(f"{name:<24}{cells}{result['mean_trials'][name]:>9.1f}")
+    if FLAGS.plot:
+        print(f"plot: {FLAGS.plot}")
+
+
+def _positive_ints(items: list[str]) -> list[int]:
+    try:
+        return [int(item) for item in items]
+    except ValueError:
+        raise ValueError(f"rungs: {items} are not whole numbers of epochs") from None

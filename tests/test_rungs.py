@@ -1,0 +1,144 @@
+"""Multi-fidelity evolution: the rung rule, its journal and replay, and the simulated clock."""
+
+import json
+
+import numpy as np
+import pytest
+
+from evolution import RandomSearch, RegularizedEvolution, resume
+from evolution.rungs import CONTINUE, STOP, Promotions, Rungs
+from experiments.simulator import Fidelities, parse_fidelities, run_time_benchmark, simulate
+from experiments.tabular import load_table, run_once, write_synthetic_table
+from searchspace import NasBench201Space
+from tests.conftest import amoeba, hashed_fitness
+
+
+def test_geometric_rungs_continue_the_top_third_within_the_cost_cap():
+    rule = Promotions(Rungs((1, 3, 9)))
+    assert rule.fraction(0) == pytest.approx(1 / 3) and rule.fraction(1) == pytest.approx(1 / 3)
+    decisions = [rule.decide(0, v, 1.0) for v in range(30)]  # rising values: each the best so far
+    # a continuation costs 2 epochs; rung 1 may receive a third of rung 0's spend
+    assert decisions.count(CONTINUE) == 5 and decisions[:5] == [STOP, STOP, STOP, STOP, STOP]
+    assert rule.spent[1] <= rule.spent[0] / 3
+    assert rule.decide(2, 5.0, 1.0) == STOP  # the top rung ends a trial
+
+
+def test_an_expensive_rung_continues_only_the_leader():
+    rule = Promotions(Rungs((12, 200)))
+    assert rule.fraction(0) < 0.01
+    # 188 extra epochs are paid for by 47 x 12 epochs at rung 0 (a third of their spend)
+    assert all(rule.decide(0, float(v), 1.0) == STOP for v in range(45))  # leaders, cap short
+    assert rule.decide(0, 4.5, 1.0) == STOP  # the 46th: not the best
+    assert rule.decide(0, 99.0, 1.0) == CONTINUE  # the 47th, the leader: the cap allows it
+    assert rule.decide(0, 100.0, 1.0) == STOP  # the leader again, but the cap is spent
+
+
+@pytest.mark.parametrize("bad", [(), (0, 3), (3, 3), (9, 3)])
+def test_rungs_are_validated(bad):
+    with pytest.raises(ValueError, match="rungs"):
+        Rungs(bad)
+
+
+def drive(algorithm, n, rungs, fitness=hashed_fitness):
+    """Trials two at a time; each reports at every rung it is told to reach."""
+    while algorithm.completed() < n:
+        trials = [algorithm.ask() for _ in range(2)]
+        for trial in trials:
+            key = trial.genotype.key()
+            for rung, epochs in enumerate(rungs):
+                metrics = {"val_accuracy": fitness(key) + 0.01 * epochs}
+                if algorithm.report(trial.trial_id, rung, metrics) == STOP:
+                    break
+            algorithm.tell(trial.trial_id, algorithm.rung_results[trial.trial_id][-1])
+
+
+def test_rung_decisions_are_journaled_and_replayed(tmp_path):
+    journal = str(tmp_path / "journal.jsonl")
+    rungs = Rungs((1, 3, 9))
+    algorithm = RegularizedEvolution(NasBench201Space(), population_size=8, sample_size=3, seed=4,
+                                     journal_path=journal, rungs=rungs)
+    drive(algorithm, 120, rungs.epochs)
+    algorithm.close()
+    events = [json.loads(line) for line in open(journal)]
+    assert events[0]["rungs"] == {"epochs": [1, 3, 9], "reduction_factor": 3.0}
+    decided = [e for e in events if e["event"] == "rung"]
+    assert {e["rung"] for e in decided} == {0, 1, 2} and any(e["decision"] == CONTINUE for e in decided)
+    replayed = resume(journal, read_only=True)
+    assert replayed.decisions == algorithm.decisions and replayed.rung_results == algorithm.rung_results
+    assert replayed.rng.getstate() == algorithm.rng.getstate()
+    assert replayed.best()[0] == algorithm.best()[0]
+    assert replayed.highest_rung(replayed.best()[0].trial_id) >= 1  # promoted: rung 1's leader
+
+
+def test_a_trial_decided_but_not_told_is_finished_on_resume(tmp_path):
+    journal = str(tmp_path / "journal.jsonl")
+    algorithm = RandomSearch(NasBench201Space(), seed=1, journal_path=journal, rungs=Rungs((1, 3)))
+    first, second = algorithm.ask(), algorithm.ask()
+    assert algorithm.report(first.trial_id, 0, {"val_accuracy": 0.5}) == STOP  # too soon: the cap
+    assert algorithm.report(second.trial_id, 0, {"val_accuracy": 0.6}) == STOP
+    algorithm.tell(second.trial_id, algorithm.rung_results[second.trial_id][-1])
+    algorithm.close()  # the driver ends before telling the first
+    resumed = resume(journal)
+    assert resumed.outcomes[first.trial_id].metrics["val_accuracy"] == 0.5 and not resumed.pending()
+    assert resumed.report(second.trial_id, 0, {"val_accuracy": 0.6}) == STOP  # told: not in flight
+    resumed.close()
+
+
+def test_the_tournament_compares_like_with_like():
+    algorithm = RegularizedEvolution(NasBench201Space(), population_size=2, sample_size=2, seed=0,
+                                     rungs=Rungs((1, 100), reduction_factor=2))
+    low, high = algorithm.ask(), algorithm.ask()
+    algorithm.report(high.trial_id, 0, {"val_accuracy": 0.9})
+    algorithm.report(low.trial_id, 0, {"val_accuracy": 0.1})
+    algorithm.decisions[low.trial_id][0] = CONTINUE  # as if promoted: a far higher rung-1 value
+    algorithm.rung_results[low.trial_id].append({"val_accuracy": 0.95})
+    algorithm.decisions[low.trial_id].append(STOP)
+    parents = {algorithm.ask().parent_id for _ in range(30)}
+    assert low.trial_id not in parents or high.trial_id in parents
+    # any sample holding `high` compares at rung 0, where `high` wins
+    assert all(p == high.trial_id for p in parents if p is not None and p != low.trial_id)
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory):
+    path = tmp_path_factory.mktemp("t") / "nb201.csv"
+    write_synthetic_table(str(path))
+    frame = path.read_text().splitlines()
+    rows = [frame[0] + ",hi,cost"] + [f"{line},{float(line.split(',')[2]) + 1:.5f},{1 + i % 3}"
+                                      for i, line in enumerate(frame[1:])]
+    path.write_text("\n".join(rows) + "\n")
+    return load_table(str(path), "nasbench201", "arch", "val", "test", ["hi", "cost"])
+
+
+def test_one_worker_at_unit_cost_is_the_evaluation_count(table):
+    times, picks, started = simulate(table, "nasbench201", "regularized_evolution", Fidelities({1: "val"}), None,
+                                     budget_s=60, workers=1, seed=3, mode="max",
+                                     params={"population_size": 10, "sample_size": 3})
+    curve, _ = run_once(table, "nasbench201", "regularized_evolution", 60, 3, "max",
+                        {"population_size": 10, "sample_size": 3}, dedup=False)
+    np.testing.assert_array_equal(times, np.arange(1, 61))
+    np.testing.assert_array_equal(picks, curve)
+    assert started == 61  # the worker took its next trial at t=60; it would finish after the budget
+
+
+def test_asynchronous_workers_deliver_results_in_finishing_order(table):
+    fidelities = Fidelities({1: "val", 4: "hi"}, rungs=(1, 4), reduction_factor=2)
+    times, picks, started = simulate(table, "nasbench201", "regularized_evolution", fidelities, "cost",
+                                     budget_s=400, workers=8, seed=0, mode="max",
+                                     params={"population_size": 10, "sample_size": 3})
+    assert np.all(np.diff(times) >= 0) and times[-1] <= 400 and not np.isnan(picks).any()
+    # 8 busy workers, each trial at least 1 s: about 8 results a simulated second at most
+    assert 8 * 400 / 3 <= len(times) + started <= 2 * 8 * 400
+
+
+def test_time_benchmark_summary_and_command(table, tmp_path):
+    result = run_time_benchmark(table, "nasbench201", ["regularized_evolution", "random"],
+                                Fidelities(parse_fidelities(["1:val", "4:hi"]), (1, 4)), "cost", 300, 4, 20, 0,
+                                "max", {"population_size": 10, "sample_size": 3})
+    re_final, random_final = (result["summary"][a]["1"] for a in ("regularized_evolution", "random"))
+    assert re_final["mean"] > random_final["mean"] and re_final["n"] == 20 and re_final["ci95"] > 0
+    assert result["curves"]["random"].shape == (20, 200)
+    with pytest.raises(ValueError, match="not among the fidelities"):
+        Fidelities({1: "val"}, rungs=(1, 4))
+    with pytest.raises(ValueError, match="EPOCHS:COLUMN"):
+        parse_fidelities(["val"])

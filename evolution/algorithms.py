@@ -208,6 +208,11 @@ class SearchAlgorithm:
             return self._signed(self.rung_results[trial_id][rung])
         return self.fitness(trial_id)
 
+    def standing(self, trial_id: int) -> tuple[int, float]:
+        """How a ranking of finished trials orders one: its highest rung, then its result there."""
+        rung = self.highest_rung(trial_id)
+        return rung, self.value_at(trial_id, rung)
+
     @property
     def _best_id(self) -> int | None:
         """The pick: the first rung's leader, then each higher rung's leader while the pick has a

@@ -3,6 +3,8 @@
 The only module of `evolution` that imports Ray. It translates Tune's trial ids to the
 algorithm's, and results to `tell` calls; it must not train anything or import TensorFlow.
 Durable state is the algorithm's journal: Tune's searcher checkpoint only records where it is.
+With rungs, `RungScheduler` is Tune's scheduler: at each rung a trial reports, it asks the
+algorithm (evolution/rungs.py, which journals the decision) and has Tune carry the answer out.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ import os
 from typing import Any, Callable
 
 from ray.tune.result import AUTO_RESULT_KEYS
+from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from ray.tune.search import Searcher
 
 from evolution.algorithms import SearchAlgorithm
+from evolution.rungs import CONTINUE
 
 log = logging.getLogger(__name__)
 TUNE_KEYS = frozenset(AUTO_RESULT_KEYS) | {"trial_id", "done", "experiment_tag"}
@@ -28,6 +32,14 @@ METRICS_KEY = "trial_metrics_json"
 def tune_result(metrics: dict[str, Any], objective: str = "val_accuracy") -> dict[str, Any]:
     """What a trial reports to Tune: the objective, and all its metrics as `METRICS_KEY`."""
     return {objective: metrics.get(objective, float("nan")), METRICS_KEY: json.dumps(metrics)}
+
+
+def trial_metrics(result: dict[str, Any]) -> dict[str, Any]:
+    """A Tune result with the trial's own metrics unpacked."""
+    result = dict(result or {})
+    if METRICS_KEY in result:
+        result = {**json.loads(result.pop(METRICS_KEY)), **result}
+    return result
 
 
 def _is_metric(key: str, value: Any) -> bool:
@@ -52,8 +64,10 @@ class EvolutionSearcher(Searcher):
         on_tell: Callable[[SearchAlgorithm, int], None] | None = None,
         failure_reason: Callable[[int, str], str | None] | None = None,
         should_stop: Callable[[], bool] | None = None,
+        checkpoint_root: str | None = None,
     ) -> None:
         super().__init__(metric=algorithm.objective, mode=algorithm.mode)
+        self.checkpoint_root = checkpoint_root  # with rungs: each trial's state after its last rung
         self.algorithm = algorithm
         self.budget = budget
         self.on_tell = on_tell
@@ -68,23 +82,29 @@ class EvolutionSearcher(Searcher):
         trial = self.algorithm.ask()
         self._issued += 1
         self._ours[trial_id] = trial.trial_id
-        return {
+        config = {
             "trial_id": trial.trial_id,
             "parent_id": trial.parent_id,
             "mutation": trial.mutation,
             "genotype": trial.genotype.to_json(),
         }
+        if self.algorithm.rungs is not None:
+            config.update(rungs=list(self.algorithm.rungs.epochs),
+                          start_rung=len(self.algorithm.rung_results.get(trial.trial_id, ())),
+                          checkpoint_dir=self.checkpoint_root and checkpoint_dir(self.checkpoint_root, trial.trial_id))
+        return config
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         ours = self._ours.pop(trial_id, None)
         if ours is None:
             log.warning("result for a Tune trial %s this searcher did not issue; ignored", trial_id)
             return
-        result = dict(result or {})
-        if METRICS_KEY in result:
-            result = {**json.loads(result.pop(METRICS_KEY)), **result}
+        result = trial_metrics(result)
         if not error and "error" not in result and self.algorithm.objective not in result:
             log.info("trial %s was stopped before it reported; it stays in flight", ours)
+            return
+        if not error and not result.get("error") and self.algorithm.decisions.get(ours, [None])[-1] == CONTINUE:
+            log.info("trial %s was stopped on its way to the next rung; it stays in flight", ours)
             return
         reason = result.pop("error", None) or None
         if error and reason is None:
@@ -118,3 +138,41 @@ class EvolutionSearcher(Searcher):
             "resume a search from its journal (run `amoeba search` again with the same "
             "--output_dir), not from Tune's checkpoint"
         )
+
+
+def checkpoint_dir(root: str, trial_id: int) -> str:
+    """Where a multi-fidelity trial keeps its state after its last rung."""
+    return os.path.join(root, f"trial_{trial_id}")
+
+
+class RungScheduler(FIFOScheduler):
+    """Tune's scheduler for a multi-fidelity search: the algorithm decides at each rung (and
+    journals it), Tune carries it out: CONTINUE lets the trial train on, STOP ends it. A result
+    with an error or without the objective is let through: the trial ends and the searcher
+    records it. `on_rung(algorithm, trial_id, decision)` runs after each decision."""
+
+    def __init__(self, algorithm: SearchAlgorithm,
+                 on_rung: Callable[[SearchAlgorithm, int, str], None] | None = None) -> None:
+        super().__init__()
+        self.algorithm = algorithm
+        self.on_rung = on_rung
+
+    def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
+        metrics = trial_metrics(result)
+        if metrics.get("error") or "rung" not in metrics:
+            return TrialScheduler.CONTINUE
+        ours = trial.config["trial_id"]
+        metrics = {k: v for k, v in metrics.items() if _is_metric(k, v)}
+        decision = self.algorithm.report(ours, int(metrics["rung"]), metrics)
+        if self.on_rung is not None:
+            self.on_rung(self.algorithm, ours, decision)
+        return TrialScheduler.CONTINUE if decision == CONTINUE else TrialScheduler.STOP
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Tune pickles its scheduler into tuner.pkl too: the journal holds the state, not the pickle."""
+        journal = getattr(self.algorithm, "_journal", None)
+        return {"journal": journal and os.path.abspath(journal.path)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        raise NotImplementedError(f"resume the search from its journal {state.get('journal')}, not from a "
+                                  "pickled Tune scheduler")

@@ -119,13 +119,14 @@ class PlannedModel:
 
 
 def best_distinct_trials(algorithm: SearchAlgorithm, k: int) -> list[int]:
-    """Ids of the k best successful trials by the objective (ties: fewer parameters, then the earlier
-    trial), a genotype seen twice counted once."""
-    sign = -1 if algorithm.mode == "max" else 1
-    ranked = sorted(
-        (tid for tid, outcome in algorithm.outcomes.items() if outcome.status == "ok"),
-        key=lambda tid: (sign * float(algorithm.outcomes[tid].metrics[algorithm.objective]),
-                         algorithm.outcomes[tid].metrics.get("params") or math.inf, tid))
+    """Ids of the k best successful trials by the objective at the highest rung each reached
+    (higher rungs first; ties: fewer parameters, then the earlier trial), a genotype seen twice
+    counted once."""
+    def rank(tid: int) -> tuple:
+        rung, value = algorithm.standing(tid)
+        return -rung, -value, algorithm.outcomes[tid].metrics.get("params") or math.inf, tid
+
+    ranked = sorted((tid for tid, outcome in algorithm.outcomes.items() if outcome.status == "ok"), key=rank)
     chosen: list[int] = []
     seen: set[str] = set()
     for tid in ranked:

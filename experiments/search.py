@@ -10,11 +10,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from evolution import ALGORITHMS, JournalLock, SearchAlgorithm, make_algorithm, resume
+from evolution.rungs import Rungs
 from experiments.results import top_table, write_results
 from searchspace import SearchSpace, space_from_config
 from trainer.proxy import ProxyConfig, check_proxy
@@ -47,6 +49,8 @@ class SearchConfig:
     trials_per_tuner: int = 200
     ray_address: str | None = None
     upload_to: str | None = None  # gs://BUCKET/PATH: a copy of the results, kept up to date
+    rungs: tuple[int, ...] = ()  # multi-fidelity: epochs at which trials report (evolution/rungs.py)
+    reduction_factor: float = 3.0
     proxy: ProxyConfig = field(default_factory=ProxyConfig)
 
     def __post_init__(self) -> None:
@@ -62,6 +66,10 @@ class SearchConfig:
                 raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)}")
         if self.upload_to and not self.upload_to.startswith("gs://"):
             raise ValueError(f"upload_to: must be a gs://BUCKET/PATH, got {self.upload_to!r}")
+        if self.rungs:
+            Rungs(self.rungs, self.reduction_factor)  # validates them
+            if self.proxy.tpu or self.tpus_per_trial:
+                raise ValueError("rungs: TPU trials train through Keras's fit and have no rungs yet")
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -77,8 +85,9 @@ class SearchConfig:
 
     def new_algorithm(self, journal_path: str | None = None, journal_lock: JournalLock | None = None
                       ) -> SearchAlgorithm:
+        rungs = Rungs(self.rungs, self.reduction_factor) if self.rungs else None
         return make_algorithm(self.algorithm, self.search_space(), self.algorithm_params(), seed=self.seed,
-                              journal_path=journal_path, journal_lock=journal_lock)
+                              journal_path=journal_path, journal_lock=journal_lock, rungs=rungs)
 
 
 def _comparable_proxy(proxy: dict[str, Any]) -> dict[str, Any]:
@@ -188,7 +197,7 @@ def run_search(config: SearchConfig, algorithm: SearchAlgorithm, trainable: Any 
     from ray.tune.search import ConcurrencyLimiter
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from evolution.tune_searcher import EvolutionSearcher
+    from evolution.tune_searcher import EvolutionSearcher, RungScheduler
     from experiments.local_ray import init_ray
     from experiments.progress import ProgressCallback
     from experiments.trial import FailureNotes, run_trial
@@ -235,11 +244,13 @@ def run_search(config: SearchConfig, algorithm: SearchAlgorithm, trainable: Any 
         while not breaker.tripped and (left := config.max_trials - algorithm.completed()) > 0:
             before, part = algorithm.completed(), part + 1
             searcher = EvolutionSearcher(algorithm, min(left, config.trials_per_tuner), on_tell=record,
-                                         failure_reason=failure_reason, should_stop=lambda: breaker.tripped)
+                                         failure_reason=failure_reason, should_stop=lambda: breaker.tripped,
+                                         checkpoint_root=os.path.abspath(os.path.join(config.output_dir, CHECKPOINTS)))
             tune.Tuner(
                 tune.with_resources(trainable, resources),
                 tune_config=tune.TuneConfig(
                     search_alg=ConcurrencyLimiter(searcher, max_concurrent=concurrent),
+                    scheduler=RungScheduler(algorithm, on_rung=on_rung) if algorithm.rungs else None,
                     num_samples=min(left, config.trials_per_tuner),
                     reuse_actors=config.reuse_workers,  # warm workers: TensorFlow imported, data decoded once
                     # short names: Tune's default spells the whole genotype into each trial's dir name
@@ -291,6 +302,7 @@ def _stop_all_when(condition: Callable[[], bool]) -> Any:
 
 
 RESULT_FILES = (JOURNAL, CONFIG, "results.csv", "best_genotype.json")
+CHECKPOINTS = "checkpoints"  # a multi-fidelity trial's state after its last rung, until it ends
 
 
 def upload_results(output_dir: str, upload_to: str) -> None:
@@ -312,6 +324,10 @@ def _upload(copy, where: str) -> None:
 
 def on_result(algorithm: SearchAlgorithm, trial_id: int, config: SearchConfig) -> None:
     """After each result: rewrite the results files (and their gs:// copy) and print one line."""
+    if algorithm.rungs:
+        from evolution.tune_searcher import checkpoint_dir
+
+        shutil.rmtree(checkpoint_dir(os.path.join(config.output_dir, CHECKPOINTS), trial_id), ignore_errors=True)
     write_results(algorithm, config.output_dir)
     if config.upload_to:
         _upload(lambda: upload_results(config.output_dir, config.upload_to), config.upload_to)
@@ -325,6 +341,14 @@ def on_result(algorithm: SearchAlgorithm, trial_id: int, config: SearchConfig) -
     best = f"best {best_outcome.metrics[algorithm.objective]:.4f}" if best_outcome else "no best yet"
     print(f"[{algorithm.completed()}/{config.max_trials}] trial {trial_id} ({origin}): {result}; {best}",
           flush=True)
+
+
+def on_rung(algorithm: SearchAlgorithm, trial_id: int, decision: str) -> None:
+    """After each rung decision: one line."""
+    metrics = algorithm.rung_results.get(trial_id, [{}])[-1]
+    if "rung" in metrics:
+        print(f"  trial {trial_id} at rung {metrics['rung']} ({metrics['epochs']} epochs): {algorithm.objective} "
+              f"{metrics[algorithm.objective]:.4f} -> {decision}", flush=True)
 
 
 def summary(algorithm: SearchAlgorithm, output_dir: str) -> str:

@@ -2,7 +2,9 @@
 the next trial (actor reuse), so TensorFlow's import and the proxy data's decoding are paid once per
 worker, not once per trial.
 
-Every trial ends in a report: its metrics, or an `error` naming why the candidate failed (a
+A trial of a multi-fidelity search (its config has `rungs`) reports at each rung and waits there
+for the driver's decision (Ray Tune's scheduler: go on, or stop it). Every trial ends in a report:
+its metrics, or an `error` naming why the candidate failed (a
 CandidateFailed reason, or any exception raised while training it, type and message). Only a worker
 that dies (a lost node, the OOM killer, a crash, the hang watchdog) leaves Tune an error, and Tune
 retries such a trial (`--max_failures`). The hang watchdog first writes "timeout" into the search's
@@ -118,7 +120,7 @@ def run_trial(config: dict[str, Any], proxy: dict[str, Any], space: dict[str, An
         tune.report(tune_result({"val_accuracy": float("nan"), "error": known, **worker_facts(t_start)}))
         return
     from searchspace import space_from_config
-    from trainer.candidate import CandidateFailed, train_candidate, use_gpu_memory_growth
+    from trainer.candidate import CandidateFailed, RungPlan, train_candidate, use_gpu_memory_growth
     from trainer.proxy import ProxyConfig
     from trainer.proxy_data import load_proxy_data
 
@@ -136,12 +138,23 @@ def run_trial(config: dict[str, Any], proxy: dict[str, Any], space: dict[str, An
     load_seconds = time.perf_counter() - t_load
     timeout = proxy_config.timeout_s
     done = None
+    rungs = None
+    if config.get("rungs"):
+        def report_rung(rung_metrics: dict[str, Any]) -> None:
+            tune.report(tune_result({**rung_metrics, "load_seconds": load_seconds + rung_metrics["load_seconds"],
+                                     "error": "",
+                                     "import_seconds": import_seconds, **worker_facts(t_start)}))
+
+        rungs = RungPlan(config["rungs"], report_rung, config.get("start_rung", 0), config.get("checkpoint_dir"))
     if timeout and not error:
         write_down = (lambda reason: ray.get(notes.add.remote(trial_id, reason), timeout=30)) if notes else None
-        done = start_watchdog(hang_limit(timeout), f"trial {trial_id}", on_hang=write_down)
+        limit = hang_limit(timeout) * (len(rungs.epochs) if rungs else 1)
+        done = start_watchdog(limit, f"trial {trial_id}", on_hang=write_down)
     try:  # a warm worker outlives the trial: its watchdog must stand down however the trial ends
         if not error:
-            metrics = train_candidate(genotype, proxy_config)
+            metrics = train_candidate(genotype, proxy_config, rungs)
+            if rungs is not None:
+                return  # every rung reported; the last one ended the trial
     except CandidateFailed as err:
         error = str(err)
     except Exception as err:  # noqa: BLE001 - any other error fails this candidate, not the search

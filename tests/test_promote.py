@@ -185,5 +185,6 @@ def test_a_genotype_seen_twice_is_promoted_once():
     scores = [0.9, 0.8, 0.95, 0.7]
     search = SimpleNamespace(mode="max", objective="val_accuracy",
                              trials={i: Trial(i, genotype(k), None, "random") for i, k in enumerate(keys)},
-                             outcomes={i: Outcome("ok", {"val_accuracy": v}) for i, v in enumerate(scores)})
+                             outcomes={i: Outcome("ok", {"val_accuracy": v}) for i, v in enumerate(scores)},
+                             standing=lambda tid: (0, scores[tid]))
     assert best_distinct_trials(search, 3) == [2, 1, 3]  # trial 0 repeats trial 2's cell

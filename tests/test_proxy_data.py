@@ -114,3 +114,10 @@ def test_eval_pipeline_scales_uint8_images_like_the_records_pipeline():
     x = np.full((3, 4, 4, 3), 255, np.uint8)
     images, _, weights = next(eval_pipeline(x, np.zeros(3, np.int32), 4).as_numpy_iterator())
     assert images.shape == (4, 4, 4, 3) and images[:3].min() == 1.0 and weights.tolist() == [1, 1, 1, 0]
+
+
+def test_digits_honour_train_images_as_a_data_dir_does():
+    data = proxy_data.load_digits(ProxyConfig(train_images=300))
+    assert len(data.x_train) == 300 and len(data.x_val) == 75  # the 20% of the pool held out
+    everything = proxy_data.load_digits(ProxyConfig())
+    assert len(everything.x_train) + len(everything.x_val) == 1797

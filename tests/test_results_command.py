@@ -48,7 +48,7 @@ def test_results_of_a_running_search_read_its_files_and_change_nothing(tmp_path)
     assert [(r["trial_id"], r["val_accuracy"], r["params"]) for r in rows] == [(1, 0.75, 200)]
 
     csv = amoeba("results", out, "--format=csv", "--top=0").stdout.splitlines()
-    assert csv[0].startswith("trial_id,parent_id,mutation,genotype,key,status,val_accuracy")
+    assert csv[0].startswith("trial_id,parent_id,mutation,genotype,key,status,rung,epochs,val_accuracy")
     assert [line.split(",")[0] for line in csv[1:]] == ["0", "1", "2", "3"]  # every trial, pending too
     assert "pending" in csv[4] and "NaN loss" in csv[3]
     assert open(os.path.join(out, "journal.jsonl"), "rb").read() == journal

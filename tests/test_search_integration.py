@@ -133,36 +133,48 @@ def test_hung_candidates_fail_as_timeouts_and_the_breaker_stops_the_search_until
 
 
 @pytest.mark.integration
-def test_a_second_driver_is_refused_and_a_sigkilled_search_resumes(tmp_path):
+def test_a_second_driver_is_refused_and_a_search_sigkilled_mid_rung_resumes(tmp_path):
     out = str(tmp_path / "killed")
     journal = os.path.join(out, "journal.jsonl")
-    proc = subprocess.Popen(AMOEBA + ["search", f"--output_dir={out}", "--max_trials=4", *TINY_SEARCH],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                            env=QUIET_TF)
+    rungs = ["--rungs=1,2", "--reduction_factor=2", "--batch_size=16"]  # 89 steps an epoch: time to kill
+    search = ["search", f"--output_dir={out}", "--max_trials=5", *TINY_SEARCH, *rungs]
+    proc = subprocess.Popen(AMOEBA + search, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True, env=QUIET_TF)
     deadline = time.time() + 300
-    while time.time() < deadline and proc.poll() is None:
-        if os.path.exists(journal) and '"event":"tell"' in open(journal).read():
-            break
+    while time.time() < deadline and proc.poll() is None and not os.path.exists(journal):
         time.sleep(0.2)
-    second = amoeba("search", f"--output_dir={out}", "--max_trials=4", *TINY_SEARCH, check=False, timeout=120)
+    second = amoeba(*search, check=False, timeout=120)
     assert second.returncode == 1, second.stdout + second.stderr  # one driver per search
     assert f"another driver is running this search: {journal} is in use by another process (pid {proc.pid} on host" \
         in second.stderr
+    while time.time() < deadline and proc.poll() is None:
+        if '"decision":"continue"' in open(journal).read():
+            break  # a trial has just set off for its second rung
+        time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)  # the driver and everything it started
     proc.wait()
     before = resume(journal)
     in_flight = {t: before.trials[t] for t in before.pending()}
-    assert before.completed() >= 1 and in_flight, "kill came too late to leave trials in flight"
+    mid_rung = [t for t in in_flight if before.decisions.get(t) == ["continue"]]
+    assert before.completed() >= 1 and mid_rung, "kill came too late to leave a trial between its rungs"
+    assert os.path.isdir(os.path.join(out, "checkpoints", f"trial_{mid_rung[0]}", "rung_0"))
     before.close()
 
-    result = amoeba("search", f"--output_dir={out}", "--max_trials=4", *TINY_SEARCH)
-    assert "4 trials done" in result.stdout
+    result = amoeba(*search)
+    assert "5 trials done" in result.stdout
     after = resume(journal)
-    assert after.completed() == 4 and not after.pending()
+    assert after.completed() == 5 and not after.pending()
     for trial_id, trial in in_flight.items():  # re-issued: same id, same genotype, told once
         assert after.trials[trial_id] == trial and trial_id in after.outcomes
+    for trial_id in mid_rung:  # its first rung was not trained again: it went on from its checkpoint
+        second = after.rung_results[trial_id][1]  # (or its old worker, outliving the driver, finished it)
+        assert second["restored_epochs"] == 1 or second.get("from_checkpoint"), second
+        assert after.outcomes[trial_id].metrics["epochs"] == 2
     events = [json.loads(line)["event"] for line in open(journal)]
-    assert events.count("reissue") == len(in_flight) and events.count("tell") == 4
+    assert events.count("reissue") == len(in_flight) and events.count("tell") == 5
+    assert not os.listdir(os.path.join(out, "checkpoints"))  # a finished trial leaves none behind
+    table = pd.read_csv(os.path.join(out, "results.csv"))
+    assert set(table.rung) <= {0, 1} and set(table.epochs) <= {1, 2} and (table.epochs == 2).any()
 
 
 @pytest.mark.integration

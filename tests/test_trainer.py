@@ -1,3 +1,4 @@
+import os
 import json
 import subprocess
 import sys
@@ -142,3 +143,25 @@ def test_a_warm_worker_gives_the_same_result_as_a_fresh_one():
         [sys.executable, "-c", WORKER, mode], capture_output=True, text=True, check=True, cwd=REPO,
         env=QUIET_TF).stdout.splitlines()[-1]).items() if k in measured} for mode in ("fresh", "warm"))
     assert warm == fresh and len(fresh) == len(measured)
+
+
+def test_a_trial_stopped_between_rungs_goes_on_from_its_checkpoint(tmp_path):
+    from trainer.candidate import RungPlan
+
+    first = []
+
+    def driver_dies_after_rung_0(metrics):
+        first.append(metrics)
+        raise SystemExit(0)  # what Tune's report does to a trial it stops
+
+    with pytest.raises(SystemExit):
+        train_candidate(TINY, ProxyConfig(filters=4), RungPlan((1, 3), driver_dies_after_rung_0, 0, str(tmp_path)))
+    assert os.listdir(tmp_path) == ["rung_0"] and first[0]["epochs"] == 1
+    again = []
+    final = train_candidate(TINY, ProxyConfig(filters=4), RungPlan((1, 3), again.append, 1, str(tmp_path)))
+    assert [(m["rung"], m["restored_epochs"]) for m in again] == [(1, 1)] and final["epochs"] == 3
+    assert final["val_accuracy"] > first[0]["val_accuracy"]  # it learned on from rung 0's weights
+    assert os.listdir(tmp_path) == ["rung_1"]  # the older rung's state removed
+    reported = []  # a rung finished before the driver heard of it is reported again, not retrained
+    train_candidate(TINY, ProxyConfig(filters=4), RungPlan((1, 3), reported.append, 1, str(tmp_path)))
+    assert reported == [{**again[0], "from_checkpoint": True}]

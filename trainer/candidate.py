@@ -12,7 +12,16 @@ memory stays flat (benchmarks/trial_memory.py). Precision follows `amoeba train`
 with dynamic loss scaling). TPU trials train through Keras's fit under a TPUStrategy instead
 (`train_with_strategy`), since the loop here is written for one device. Candidate failures (NaN
 loss, out of memory, timeout, over --max_params) raise `CandidateFailed` with the reason; anything
-else propagates. This module must not import Ray.
+else propagates.
+
+With rungs (a multi-fidelity search) one call trains through them: at each rung it evaluates,
+writes a checkpoint (weights, batch-norm statistics, momentum; TensorFlow's checkpoint format,
+written to a temp dir and renamed) and hands the rung's metrics to `report`, which returns when
+the trial may go on (the search driver stops it there otherwise). Each rung's extra epochs run
+their own cosine schedule from the peak learning rate (a warm restart), so every rung's result is
+measured at the end of a schedule. A trial resumed after its driver died starts from its last
+checkpoint and re-reports the rungs it finished, without training them again. This module must not
+import Ray.
 """
 
 from __future__ import annotations
@@ -20,9 +29,13 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
+import json
 import math
+import os
+import shutil
 import time
-from typing import Iterator
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
 
 import keras
 import tensorflow as tf
@@ -42,6 +55,18 @@ class CandidateFailed(Exception):
     """The candidate could not be evaluated: the search records the reason and goes on."""
 
 
+@dataclass(frozen=True)
+class RungPlan:
+    """Where a multi-fidelity trial reports: after `epochs[i]` epochs in all, for each rung i from
+    `start_rung` (the rungs its search already has are re-reported from `checkpoint_dir` when it
+    holds them, else trained again), through `report(metrics)`."""
+
+    epochs: Sequence[int]
+    report: Callable[[dict[str, Any]], None]
+    start_rung: int = 0
+    checkpoint_dir: str | None = None
+
+
 class MomentumSGD:
     """SGD with Nesterov momentum and a learning-rate schedule, Keras's update rule
     (m = momentum * m - lr * g; w += momentum * m - lr * g), one ResourceApplyKerasMomentum op per
@@ -51,7 +76,7 @@ class MomentumSGD:
     def __init__(self, variables: list, schedule, momentum: float) -> None:
         self.variables = [v.value if isinstance(v, keras.Variable) else v for v in variables]
         self.accumulators = [tf.Variable(tf.zeros_like(v), trainable=False) for v in self.variables]
-        self.iterations = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.iterations = tf.Variable(0, dtype=tf.int64, trainable=False)  # steps of this schedule
         self.schedule = schedule
         self.momentum = tf.constant(momentum, tf.float32)
 
@@ -150,8 +175,22 @@ def _freeze_long_lived_objects() -> None:
         gc.freeze()
 
 
-def train_candidate(genotype: NasNetGenotype, proxy: ProxyConfig) -> dict[str, float]:
-    """Train `genotype` on the proxy task; return validation accuracy, size and timings."""
+class RestartingCosine:
+    """Cosine decay from `peak` to 0 over `steps`, both changeable between rungs without a retrace."""
+
+    def __init__(self, peak: float, steps: int) -> None:
+        self.peak = peak
+        self.steps = tf.Variable(float(steps), trainable=False)
+
+    def __call__(self, step: tf.Tensor) -> tf.Tensor:
+        progress = tf.minimum(tf.cast(step, tf.float32), self.steps) / self.steps
+        return self.peak * 0.5 * (1.0 + tf.cos(math.pi * progress))
+
+
+def train_candidate(genotype: NasNetGenotype, proxy: ProxyConfig, rungs: RungPlan | None = None
+                    ) -> dict[str, float]:
+    """Train `genotype` on the proxy task; return validation accuracy, size and timings (with
+    `rungs`: those of the last rung reached, each rung's also passed to `rungs.report`)."""
     set_threads(proxy.threads)
     reset_keras()
     t_start = time.perf_counter()
@@ -162,8 +201,10 @@ def train_candidate(genotype: NasNetGenotype, proxy: ProxyConfig) -> dict[str, f
     keras.mixed_precision.set_global_policy(PRECISIONS[proxy.precision])
     try:
         if proxy.tpu:
+            if rungs is not None:
+                raise ValueError("rungs: a TPU trial trains through Keras's fit and has no rungs yet")
             return train_with_strategy(genotype, proxy, data, tpu_strategy(proxy.tpu))
-        return _train(genotype, proxy, data, t_start, load_seconds)
+        return _train(genotype, proxy, data, t_start, load_seconds, rungs)
     finally:
         keras.mixed_precision.set_global_policy("float32")
         reset_keras()
@@ -183,14 +224,13 @@ def _proxy_network(genotype: NasNetGenotype, proxy: ProxyConfig, data, fused_bat
     return model, {"params": params, "multiply_adds": count_multiply_adds(model)}
 
 
-def _train(genotype: NasNetGenotype, proxy: ProxyConfig, data, t_start: float, load_seconds: float
-           ) -> dict[str, float]:
+def _train(genotype: NasNetGenotype, proxy: ProxyConfig, data, t_start: float, load_seconds: float,
+           rungs: RungPlan | None = None) -> dict[str, float]:
     # Keras's own batch norm in 16-bit compute: the fused layer is written for float32
     model, size = _proxy_network(genotype, proxy, data, fused_batch_norm=proxy.precision == "float32")
-    train_ds = train_pipeline(data.x_train, data.y_train, proxy.batch_size, proxy.seed, proxy.spec.augment)
     steps_per_epoch = len(data.x_train) // proxy.batch_size
-    total_steps = steps_per_epoch * proxy.epochs
-    schedule = keras.optimizers.schedules.CosineDecay(proxy.learning_rate, total_steps)
+    ends = list(rungs.epochs) if rungs else [proxy.epochs]
+    schedule = RestartingCosine(proxy.learning_rate, steps_per_epoch * ends[0])
     optimizer = MomentumSGD(model.trainable_variables, schedule, proxy.momentum)  # before the trace
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
@@ -217,51 +257,112 @@ def _train(genotype: NasNetGenotype, proxy: ProxyConfig, data, t_start: float, l
     eager_eval = len(data.x_val) <= EAGER_EVAL_IMAGES
     eval_step = count_correct if eager_eval else tf.function(count_correct, autograph=False)
     eval_batch = min(EAGER_EVAL_BATCH, len(data.x_val)) if eager_eval else proxy.batch_size  # no padding
+    checkpoint = tf.train.Checkpoint(weights=[w.value for w in model.weights],
+                                     momentum=optimizer.accumulators) if rungs and rungs.checkpoint_dir else None
 
     setup_seconds = time.perf_counter() - t_start
-    # the time limit starts after the data is in memory: a fresh worker's decoding is not the candidate's
-    deadline = t_start + load_seconds + proxy.timeout_s if proxy.timeout_s else math.inf
     first_step_seconds = 0.0
-    t_train = time.perf_counter()
+    done_epochs, first_rung, reported = 0, 0, []
+    if checkpoint is not None and rungs.start_rung:
+        done_epochs, reported = _restore_rung(checkpoint, rungs.checkpoint_dir)
+        first_rung = len(reported)
+        for metrics in reported[rungs.start_rung:]:  # finished, but the driver ended before it heard
+            rungs.report({**metrics, "from_checkpoint": True})  # reported again, not trained again
+    restored_epochs = done_epochs  # from a checkpoint: not trained again
+    metrics: dict[str, float] = reported[-1] if reported else {}
     try:
         with graph_options(GRAPPLER_OFF):
-            for epoch in range(proxy.epochs):
-                loss_sum = tf.zeros(())
-                for step, (x, y) in enumerate(train_ds):
-                    t_step = time.perf_counter()
-                    loss_sum += train_step(x, y)
-                    if epoch == 0 and step == 0:
-                        first_step_seconds = time.perf_counter() - t_step
-                    if time.perf_counter() > deadline:
-                        raise CandidateFailed(f"timeout: over {proxy.timeout_s:g} s in epoch {epoch}")
-                train_loss = float(loss_sum) / steps_per_epoch
-                if not math.isfinite(train_loss):
-                    raise CandidateFailed(f"NaN loss: mean training loss {train_loss} in epoch {epoch}")
-            train_seconds = time.perf_counter() - t_train
-            t_eval = time.perf_counter()
-            correct = loss = 0.0
-            for x, y, w in eval_pipeline(data.x_val, data.y_val, eval_batch):
-                c, l = eval_step(x, y, w)
-                correct, loss = correct + float(c), loss + float(l)
+            for rung in range(first_rung, len(ends)):
+                epochs = ends[rung] - done_epochs
+                schedule.steps.assign(float(steps_per_epoch * epochs))
+                optimizer.iterations.assign(0)
+                # the time limit starts after the data is in memory, and again at each rung
+                t_train = time.perf_counter()
+                deadline = t_train + proxy.timeout_s if proxy.timeout_s else math.inf
+                train_ds = train_pipeline(data.x_train, data.y_train, proxy.batch_size, proxy.seed + done_epochs,
+                                          proxy.spec.augment)
+                for epoch in range(done_epochs, ends[rung]):
+                    loss_sum = tf.zeros(())
+                    for step, (x, y) in enumerate(train_ds):
+                        t_step = time.perf_counter()
+                        loss_sum += train_step(x, y)
+                        if epoch == 0 and step == 0:
+                            first_step_seconds = time.perf_counter() - t_step
+                        if time.perf_counter() > deadline:
+                            raise CandidateFailed(f"timeout: over {proxy.timeout_s:g} s in epoch {epoch}")
+                    train_loss = float(loss_sum) / steps_per_epoch
+                    if not math.isfinite(train_loss):
+                        raise CandidateFailed(f"NaN loss: mean training loss {train_loss} in epoch {epoch}")
+                train_seconds = time.perf_counter() - t_train
+                t_eval = time.perf_counter()
+                correct = loss = 0.0
+                for x, y, w in eval_pipeline(data.x_val, data.y_val, eval_batch):
+                    c, l = eval_step(x, y, w)
+                    correct, loss = correct + float(c), loss + float(l)
+                n_val = len(data.x_val)
+                first = first_step_seconds if done_epochs == 0 else 0.0
+                steady_images = (steps_per_epoch * epochs - (1 if done_epochs == 0 else 0)) * proxy.batch_size
+                metrics = {
+                    "val_accuracy": correct / n_val,
+                    "validation_images": n_val,
+                    "train_images": len(data.x_train),
+                    "val_loss": loss / n_val,
+                    "train_loss": train_loss,
+                    **size,
+                    "load_seconds": load_seconds,
+                    "setup_seconds": setup_seconds,
+                    "first_step_seconds": first_step_seconds,
+                    "train_seconds": train_seconds,
+                    "eval_seconds": time.perf_counter() - t_eval,
+                    "images_per_sec": steady_images / max(train_seconds - first, 1e-9),
+                }
+                done_epochs = ends[rung]
+                if rungs is not None:
+                    metrics.update(rung=rung, epochs=done_epochs, seconds_per_epoch=train_seconds / epochs,
+                                   restored_epochs=restored_epochs)
+                    if checkpoint is not None:
+                        _save_rung(checkpoint, rungs.checkpoint_dir, rung, done_epochs, reported + [metrics])
+                    reported.append(metrics)
+                    rungs.report(metrics)  # returns when the trial goes on
     except tf.errors.ResourceExhaustedError as err:
         raise CandidateFailed(f"out of memory: {err.message.splitlines()[0]}") from None
-    n_val = len(data.x_val)
-    steady_images = (total_steps - 1) * proxy.batch_size
-    del model, optimizer, train_step, eval_step
-    return {
-        "val_accuracy": correct / n_val,
-        "validation_images": n_val,
-        "train_images": len(data.x_train),
-        "val_loss": loss / n_val,
-        "train_loss": train_loss,
-        **size,
-        "load_seconds": load_seconds,
-        "setup_seconds": setup_seconds,
-        "first_step_seconds": first_step_seconds,
-        "train_seconds": train_seconds,
-        "eval_seconds": time.perf_counter() - t_eval,
-        "images_per_sec": steady_images / max(train_seconds - first_step_seconds, 1e-9),
-    }
+    del model, optimizer, train_step, eval_step, checkpoint
+    return metrics
+
+
+RUNG_FILE = "rung.json"
+
+
+def _save_rung(checkpoint: tf.train.Checkpoint, directory: str, rung: int, epochs: int,
+               reported: list[dict[str, Any]]) -> None:
+    """The trial's state after `rung` in `directory`/rung_R (written beside, then renamed), the older
+    rungs' removed; rung.json holds every rung's metrics so far."""
+    os.makedirs(directory, exist_ok=True)
+    final = os.path.join(directory, f"rung_{rung}")
+    temp = final + ".tmp"
+    shutil.rmtree(temp, ignore_errors=True)
+    checkpoint.write(os.path.join(temp, "state"))
+    with open(os.path.join(temp, RUNG_FILE), "w", encoding="utf-8") as f:
+        json.dump({"rung": rung, "epochs": epochs, "reported": reported}, f)
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(temp, final)
+    for name in os.listdir(directory):
+        if name.startswith("rung_") and name != f"rung_{rung}":
+            shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
+
+
+def _restore_rung(checkpoint: tf.train.Checkpoint, directory: str) -> tuple[int, list[dict[str, Any]]]:
+    """(epochs trained, metrics of each rung finished) from the latest rung in `directory`; (0, [])
+    when it holds none (the trial then trains from scratch)."""
+    saved = sorted((int(n.split("_")[1]) for n in os.listdir(directory) if n.startswith("rung_")
+                    and n.split("_")[1].isdigit()), reverse=True) if os.path.isdir(directory) else []
+    if not saved:
+        return 0, []
+    path = os.path.join(directory, f"rung_{saved[0]}")
+    with open(os.path.join(path, RUNG_FILE), encoding="utf-8") as f:
+        state = json.load(f)
+    checkpoint.read(os.path.join(path, "state")).assert_consumed()
+    return int(state["epochs"]), list(state["reported"])
 
 
 _TPU_STRATEGIES: dict[str, tf.distribute.Strategy] = {}

@@ -53,7 +53,8 @@ def hold_out(labels: np.ndarray, plan: SplitPlan) -> tuple[np.ndarray, np.ndarra
 
 
 def load_digits(proxy: ProxyConfig) -> ArrayDataset:
-    """Digits as float32 images in [0, 1], (8, 8, 1) or resized to proxy.image_size."""
+    """Digits as float32 images in [0, 1], (8, 8, 1) or resized to proxy.image_size; the split
+    plan's pool is the first images, as for a data dir (so --train_images is honoured)."""
     from sklearn.datasets import load_digits as sklearn_digits
 
     data = sklearn_digits()
@@ -61,7 +62,9 @@ def load_digits(proxy: ProxyConfig) -> ArrayDataset:
     y = data.target.astype("int32")
     if proxy.input_size != x.shape[1]:
         x = tf.image.resize(x, [proxy.input_size] * 2).numpy()
-    train, val = hold_out(y, plan_split(proxy, len(y)))
+    plan = plan_split(proxy, len(y))
+    x, y = x[:plan.pool], y[:plan.pool]  # as a data dir: the first images, then the hold-out
+    train, val = hold_out(y, plan)
     return ArrayDataset(x[train], y[train], x[val], y[val], num_classes=10)
 
 

@@ -46,7 +46,8 @@ def main(args: list[str]) -> None:
         config_path = os.path.join(out, CONFIG)
         max_trials = read_json(config_path)["max_trials"] if os.path.exists(config_path) else len(algorithm.trials)
         print(f"{out}: {algorithm.name}, {status_line(algorithm, max_trials)}; {journal_pace(algorithm, max_trials)}")
-        shown = ["trial_id", "parent_id", "status", algorithm.objective, "params", "trial_seconds", "mutation"]
+        shown = ["trial_id", "parent_id", "status", *(["rung", "epochs"] if algorithm.rungs else []),
+                 algorithm.objective, "params", "trial_seconds", "mutation"]
         print(table[list(dict.fromkeys(shown))].to_string(
             index=False, float_format=lambda v: f"{v:.4f}", max_colwidth=60) if len(table) else
               "no successful trial yet" if algorithm.outcomes else "no trial finished yet")

@@ -37,6 +37,11 @@ flags.DEFINE_integer("sample_size", _SEARCH.sample_size, "S: tournament sample s
 flags.DEFINE_integer("max_concurrent", _SEARCH.max_concurrent, "Trials trained at the same time (0: as many as "
                      "the cluster's CPUs, GPUs and TPUs allow for the per-trial amounts).", flag_values=FLAGS)
 flags.DEFINE_integer("epochs", _PROXY.epochs, "Proxy training epochs per candidate.", flag_values=FLAGS)
+flags.DEFINE_list("rungs", list(map(str, _SEARCH.rungs)), "Multi-fidelity: epochs at which each candidate "
+                  "reports and ASHA continues or stops it (e.g. 1,3,9; the last replaces --epochs).",
+                  flag_values=FLAGS)
+flags.DEFINE_float("reduction_factor", _SEARCH.reduction_factor, "With --rungs, ASHA's eta: the top 1/eta at "
+                   "a rung goes on (evolution/rungs.py).", flag_values=FLAGS)
 flags.DEFINE_integer("num_cells", _PROXY.num_cells, "N: normal cells per stack of the proxy network.",
                      flag_values=FLAGS)
 flags.DEFINE_integer("filters", _PROXY.filters, "F: filters of the first stack of the proxy network.",
@@ -94,6 +99,8 @@ def main(args: list[str]) -> None:
             reuse_workers=FLAGS.reuse_workers,
             ray_address=FLAGS.ray_address,
             upload_to=FLAGS.upload_to,
+            rungs=tuple(_whole_numbers("rungs", FLAGS.rungs)),
+            reduction_factor=FLAGS.reduction_factor,
             proxy=ProxyConfig(
                 dataset=FLAGS.dataset or (DATA_DIR_DATASET if FLAGS.data else _PROXY.dataset),
                 data=FLAGS.data if not FLAGS.data or is_gcs(FLAGS.data) else os.path.abspath(FLAGS.data),
@@ -124,3 +131,10 @@ def main(args: list[str]) -> None:
     except ClusterTooSmall as err:  # a config error found once Ray is up: no trial ran
         raise app.UsageError(str(err)) from None
     print(summary(algorithm, config.output_dir))
+
+
+def _whole_numbers(name: str, items: list[str]) -> list[int]:
+    try:
+        return [int(item) for item in items]
+    except ValueError:
+        raise ValueError(f"{name}: {items} are not whole numbers") from None

@@ -211,7 +211,8 @@ def search_summary(searches: list[SearchRun]) -> pd.DataFrame:
 def best_trials(run: SearchRun) -> pd.DataFrame:
     """The search's best distinct trials, in promote's order."""
     best = run.table.set_index("trial_id").loc[list(run.genotypes)].reset_index()
-    return best[["trial_id", run.objective, "params", "multiply_adds", "mutation", "genotype"]]
+    rungs = ["rung", "epochs"] if best.rung.notna().any() else []  # a multi-fidelity search's
+    return best[["trial_id", *rungs, run.objective, "params", "multiply_adds", "mutation", "genotype"]]
 
 
 def promote_verdict(table: pd.DataFrame) -> str | None:

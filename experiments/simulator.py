@@ -147,10 +147,11 @@ def run_time_benchmark(table: Table, space_name: str, algorithms: Sequence[str],
 
 
 def _stats(values: np.ndarray) -> dict[str, float]:
-    """Mean, std and 95% interval half-width over runs; runs without a result yet are left out."""
+    """Mean, std and 95% interval half-width over runs, and how many runs: those without a result
+    yet are left out."""
     values = values[~np.isnan(values)]
-    if not len(values):
-        return {"mean": math.nan, "std": math.nan, "ci95": math.nan, "n": 0}
+    if not len(values):  # no run has a result yet (JSON has no NaN)
+        return {"mean": None, "std": None, "ci95": None, "n": 0}
     std = sample_std(values)
     return {"mean": float(values.mean()), "std": std, "ci95": 1.96 * std / math.sqrt(len(values)),
             "n": int(len(values))}

@@ -177,15 +177,18 @@ def _describe(err: Exception) -> str:
 
 
 def sleep_trial(config: dict[str, Any], seconds: float) -> None:
-    """A trial that only sleeps `seconds` and scores its cell by a hash: the search machinery
-    (Ray, Tune, the searcher, the journal) measured and tested without training anything
-    (benchmarks/search_scaling.py, tests of resources and clusters)."""
+    """A trial that only sleeps `seconds` (at each rung, with rungs) and scores its cell by a hash: the
+    search machinery (Ray, Tune, the searcher, the scheduler, the journal) measured and tested
+    without training anything (benchmarks/search_scaling.py, tests of resources and clusters)."""
     import hashlib
 
     global _trials_in_this_worker
     _trials_in_this_worker += 1
     t_start = time.perf_counter()
-    time.sleep(seconds)
     digest = hashlib.sha256(str(config["genotype"]).encode()).digest()
-    tune.report(tune_result({"val_accuracy": int.from_bytes(digest[:4], "big") / 2**32, "error": "",
-                             **worker_facts(t_start)}))
+    score = int.from_bytes(digest[:4], "big") / 2**32
+    for rung, epochs in enumerate(config.get("rungs") or [None]):  # a retried trial reports from rung 0
+        time.sleep(seconds)
+        at_rung = {} if epochs is None else {"rung": rung, "epochs": epochs}
+        tune.report(tune_result({"val_accuracy": score * (1 + rung) / (2 + rung), "error": "", **at_rung,
+                                 **worker_facts(t_start)}))

@@ -81,7 +81,7 @@ def test_a_long_search_runs_as_several_tune_experiments_on_one_journal(tmp_path,
 
 
 @pytest.mark.integration
-def test_a_search_spreads_over_a_cluster_and_survives_losing_a_node(tmp_path):
+def test_a_multi_fidelity_search_spreads_over_a_cluster_and_survives_losing_a_node(tmp_path):
     from ray.cluster_utils import Cluster
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})  # trials run on the workers
@@ -105,7 +105,8 @@ def test_a_search_spreads_over_a_cluster_and_survives_losing_a_node(tmp_path):
     killer = threading.Thread(target=remove_a_node_mid_search, daemon=True)
     killer.start()
     try:
-        trials, _ = _search(out, 3.0, max_trials=12, cpus_per_trial=1, ray_address=cluster.address)
+        trials, _ = _search(out, 3.0, max_trials=12, cpus_per_trial=1, ray_address=cluster.address,
+                            rungs=(1, 2), reduction_factor=2)  # multi-fidelity: Tune's scheduler on a cluster
     finally:
         killer.join(timeout=5)
         cluster.shutdown()
@@ -116,6 +117,9 @@ def test_a_search_spreads_over_a_cluster_and_survives_losing_a_node(tmp_path):
     errors = glob.glob(os.path.join(out, "tune", "*", "*", "error.txt"))
     assert errors and "node has died" in open(errors[0]).read()
     assert trials[-1]["node_id"] == workers[0].node_id
+    algorithm = resume(journal, read_only=True)  # rung decisions replay (a retried trial's repeat is not one)
+    assert {m["rung"] for m in trials} == {0, 1}
+    assert all(len(algorithm.decisions[t]) == o.metrics["rung"] + 1 for t, o in algorithm.outcomes.items())
 
 
 def test_a_local_ray_listens_on_loopback_only_and_says_nothing_of_tokens():

@@ -121,7 +121,8 @@ def time_benchmark(plot) -> None:
     shares = list(next(iter(result["summary"].values())))
     print(f"{'algorithm':<24}" + "".join(f"{float(s):>24.0%}" for s in shares) + f"{'trials':>9}")
     for name, by_share in result["summary"].items():
-        cells = "".join(f"{v['mean']:>10.3f} +- {v['std']:<5.2f} [{v['ci95']:.2f}]" for v in by_share.values())
+        cells = "".join(f"{v['mean']:>10.3f} +- {v['std']:<5.2f} [{v['ci95']:.2f}]" if v["n"] else f"{'-':>24}"
+                        for v in by_share.values())
         print(f"{name:<24}{cells}{result['mean_trials'][name]:>9.1f}")
     if FLAGS.plot:
         print(f"plot: {FLAGS.plot}")

@@ -1,0 +1,93 @@
+"""Multi-fidelity regularized evolution against plain evolution and random search on the shared
+NAS-Bench-201 tables, on the simulated clock (NAS-Bench-201's protocol: each evaluation is charged
+its training time), and the simulator's own speed.
+
+For each table: random search, regularized evolution (P=10, S=3) at 12 epochs, and multi-fidelity
+evolution with rungs at 12 and 200 epochs, at the NATS-Bench budget (CIFAR-100 40,000 s,
+ImageNet16-120 120,000 s of one worker) and at 2x and 4x; then the same compute on 8, 64 and 450
+asynchronous workers (the wall-clock budget divided by the workers). The report metric is
+val_acc_200ep of each run's pick. Needs ../shared (or $AMOEBA_SHARED).
+Run: .venv/bin/python benchmarks/tabular_rungs.py [--runs=300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import time
+
+import evolution.algorithms
+from evolution.rungs import CONTINUE, STOP, Promotions, in_top_fraction
+from experiments.simulator import Fidelities, run_time_benchmark
+from experiments.tabular import load_table
+
+SHARED = os.environ.get("AMOEBA_SHARED", os.path.join(os.path.dirname(__file__), "..", "..", "shared"))
+TABLES = {"cifar100": 40_000.0, "imagenet16": 120_000.0}
+FIDELITIES = {12: "val_acc_12ep", 200: "val_acc_200ep"}
+PARAMS = {"population_size": 10, "sample_size": 3}
+
+
+class PlainASHA(Promotions):
+    """Reference only: ASHA without our cost rule (the top 1/eta at a rung always goes on)."""
+
+    def decide(self, rung: int, value: float, cost_per_epoch: float) -> str:
+        super().decide(rung, value, cost_per_epoch)  # records the result
+        top = in_top_fraction(self.results[rung], value, 1 / self.rungs.reduction_factor)
+        return CONTINUE if rung < self.rungs.top and top else STOP
+
+
+SETUPS = {  # name: (algorithm, rungs)
+    "random": ("random", ()),
+    "regularized_evolution": ("regularized_evolution", ()),
+    "multi_fidelity_evolution": ("regularized_evolution", (12, 200)),
+}
+
+
+def run(table, algorithm: str, rungs: tuple, budget: float, workers: int, runs: int, rule=Promotions) -> dict:
+    evolution.algorithms.Promotions = rule
+    result = run_time_benchmark(table, "nasbench201", [algorithm], Fidelities(FIDELITIES, rungs),
+                                "train_s_per_epoch", budget / workers, workers, runs, 0, "max", PARAMS)
+    evolution.algorithms.Promotions = Promotions
+    summary = result["summary"][algorithm]
+    return {share: {"mean": v["n"] and round(v["mean"], 3), "se": v["n"] and round(v["std"] / math.sqrt(v["n"]), 3),
+                    "n": v["n"]} for share, v in summary.items()} | {"trials": round(result["mean_trials"][algorithm], 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=300)
+    runs = parser.parse_args().runs
+    figures: dict = {"runs": runs}
+    for name, base in TABLES.items():
+        table = load_table(os.path.join(SHARED, "data", "nasbench201", f"nb201_{name}.csv"), "nasbench201", "arch",
+                           "val_acc_12ep", "val_acc_200ep", [*FIDELITIES.values(), "train_s_per_epoch"])
+        rows = figures[name] = {}
+        for factor in (1, 2, 4):
+            for setup, (algorithm, rungs) in SETUPS.items():
+                rows[f"{setup} {factor}x 1w"] = run(table, algorithm, rungs, base * factor, 1, runs)
+        for factor in (1, 4):
+            rows[f"plain ASHA evolution {factor}x 1w"] = run(table, "regularized_evolution", (12, 200), base * factor,
+                                                            1, runs, PlainASHA)
+        for workers in (8, 64, 450):
+            for setup in ("regularized_evolution", "multi_fidelity_evolution"):
+                algorithm, rungs = SETUPS[setup]
+                rows[f"{setup} 4x {workers}w"] = run(table, algorithm, rungs, base * 4, workers, runs)
+        print(f"{name} (budget {base:,.0f} s = 1x; val_acc_200ep of the pick, mean +- standard error over {runs} runs)")
+        for label, row in rows.items():
+            cells = "  ".join(f"{s}: {row[s]['mean']:.2f} +- {row[s]['se']:.2f}" if row[s]["n"] else f"{s}: -"
+                              for s in ("0.1", "0.25", "0.5", "1"))
+            print(f"  {label:<36} {cells}  trials {row['trials']}")
+    table = load_table(os.path.join(SHARED, "data", "nasbench201", "nb201_cifar100.csv"), "nasbench201", "arch",
+                       "val_acc_12ep", "val_acc_200ep", [*FIDELITIES.values(), "train_s_per_epoch"])
+    t0 = time.perf_counter()
+    run_time_benchmark(table, "nasbench201", ["regularized_evolution"], Fidelities(FIDELITIES, (12, 200)),
+                       "train_s_per_epoch", 40_000 / 8, 8, 100, 0, "max", PARAMS)
+    figures["seconds_100_runs_40000s_8_workers"] = round(time.perf_counter() - t0, 2)
+    print(f"100 runs of a 40,000 s budget on 8 workers, multi-fidelity: {figures['seconds_100_runs_40000s_8_workers']} s")
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()

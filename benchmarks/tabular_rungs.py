@@ -55,6 +55,21 @@ def run(table, algorithm: str, rungs: tuple, budget: float, workers: int, runs: 
                     "n": v["n"]} for share, v in summary.items()} | {"trials": round(result["mean_trials"][algorithm], 1)}
 
 
+def gap_in_standard_errors(rows: dict) -> dict:
+    """(multi-fidelity - plain evolution) / the standard error of that difference, for each budget,
+    worker count and share of the budget where both have results."""
+    gaps = {}
+    for label, plain in rows.items():
+        if not label.startswith("regularized_evolution "):
+            continue
+        setting = label.split(" ", 1)[1]
+        multi = rows[f"multi_fidelity_evolution {setting}"]
+        gaps[setting] = {s: round((multi[s]["mean"] - plain[s]["mean"]) / math.hypot(multi[s]["se"], plain[s]["se"]), 2)
+                         for s in plain if s != "trials" and plain[s]["n"] and multi[s]["n"]
+                         and math.hypot(multi[s]["se"], plain[s]["se"]) > 0}
+    return gaps
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=300)
@@ -70,15 +85,19 @@ def main() -> None:
         for factor in (1, 4):
             rows[f"plain ASHA evolution {factor}x 1w"] = run(table, "regularized_evolution", (12, 200), base * factor,
                                                             1, runs, PlainASHA)
-        for workers in (8, 64, 450):
+        for factor, workers in ((1, 8), (1, 64), (4, 8), (4, 64), (4, 450)):
             for setup in ("regularized_evolution", "multi_fidelity_evolution"):
                 algorithm, rungs = SETUPS[setup]
-                rows[f"{setup} 4x {workers}w"] = run(table, algorithm, rungs, base * 4, workers, runs)
+                rows[f"{setup} {factor}x {workers}w"] = run(table, algorithm, rungs, base * factor, workers, runs)
         print(f"{name} (budget {base:,.0f} s = 1x; val_acc_200ep of the pick, mean +- standard error over {runs} runs)")
         for label, row in rows.items():
             cells = "  ".join(f"{s}: {row[s]['mean']:.2f} +- {row[s]['se']:.2f}" if row[s]["n"] else f"{s}: -"
                               for s in ("0.1", "0.25", "0.5", "1"))
             print(f"  {label:<36} {cells}  trials {row['trials']}")
+        gaps = figures[f"{name}_gap_in_standard_errors"] = gap_in_standard_errors(rows)
+        print("  multi-fidelity minus plain evolution, in standard errors of the difference, at each share:")
+        for label, by_share in gaps.items():
+            print(f"    {label:<8} " + "  ".join(f"{s}: {g:+.1f}" for s, g in by_share.items()))
     table = load_table(os.path.join(SHARED, "data", "nasbench201", "nb201_cifar100.csv"), "nasbench201", "arch",
                        "val_acc_12ep", "val_acc_200ep", [*FIDELITIES.values(), "train_s_per_epoch"])
     t0 = time.perf_counter()

@@ -1,5 +1,5 @@
-"""Search algorithms (ask/tell, journal, resume). Pure Python: no TensorFlow; Ray only in
-`evolution.tune_searcher`."""
+"""Search algorithms (ask/tell, journal, resume, multi-fidelity rungs). Pure Python: no TensorFlow;
+Ray only in `evolution.tune_searcher`."""
 
 from evolution.algorithms import (
     ALGORITHMS,
@@ -12,15 +12,19 @@ from evolution.algorithms import (
     resume,
 )
 from evolution.journal import JournalError, JournalLock, JournalLocked
+from evolution.rungs import CONTINUE, STOP, Rungs
 
 __all__ = [
     "ALGORITHMS",
+    "CONTINUE",
     "JournalError",
     "JournalLock",
     "JournalLocked",
     "Outcome",
     "RandomSearch",
     "RegularizedEvolution",
+    "Rungs",
+    "STOP",
     "SearchAlgorithm",
     "Trial",
     "make_algorithm",

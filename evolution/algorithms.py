@@ -7,9 +7,12 @@ compared like with like: a tournament compares its sample at the highest rung al
 (a 200-epoch accuracy always beats a 12-epoch one, whatever the cells, so comparing across rungs
 would only reward having been promoted). The pick (`best()`) follows the same rule: the best
 result at the first rung, replaced by the best at the next rung whenever the pick has reached that
-rung too, and so on up; a cell is displaced only by one that beat it where both were measured. Every ask, rung decision and accepted tell is appended to the journal; `resume(path)` replays the journal through the
-same code, so the state (RNG included) comes back identical, and trials that were asked but never
-told are handed out again, once, with the same id and genotype.
+rung too, and so on up; a cell is displaced only by one that beat it where both were measured.
+Aging is unchanged: the oldest member leaves, whatever rung it reached.
+
+Every ask, rung decision and accepted tell is appended to the journal; `resume(path)` replays the
+journal through the same code, so the state (RNG included) comes back identical, and trials that
+were asked but never told are handed out again, once, with the same id and genotype.
 
 Pure Python: this module must not import TensorFlow or Ray.
 """
@@ -178,8 +181,9 @@ class SearchAlgorithm:
         if rung < len(done):
             log.info("report: trial %s rung %d was decided before (%s)", trial_id, rung, done[rung])
             return done[rung]
-        if rung != len(done) or rung > self.rungs.top or self._outcome(metrics, None).status != "ok":
-            log.warning("report: trial %s rung %d out of order or without a finite %s; told to stop",
+        stopped = bool(done) and done[-1] == STOP
+        if stopped or rung != len(done) or rung > self.rungs.top or self._outcome(metrics, None).status != "ok":
+            log.warning("report: trial %s rung %d after a stop, out of order or without a finite %s; told to stop",
                         trial_id, rung, self.objective)
             return STOP
         metrics = {**metrics, "rung": rung, "epochs": self.rungs.epochs[rung]}
@@ -232,9 +236,10 @@ class SearchAlgorithm:
         return len(self.outcomes)
 
     def best(self) -> tuple[Trial, Outcome] | None:
-        """The pick: the best result at the highest rung reached (without rungs: the best successful
-        trial by the objective). A trial still training at a higher rung is picked with its last
-        rung's result (an Outcome without told_at)."""
+        """The pick (without rungs: the best successful trial by the objective; with rungs: the first
+        rung's leader, displaced by each higher rung's leader while the pick reached that rung too).
+        A trial still training at a higher rung is picked with its last rung's result (an Outcome
+        without told_at)."""
         if self._best_id is None:
             return None
         outcome = self.outcomes.get(self._best_id) or Outcome("ok", self.rung_results[self._best_id][-1])

@@ -120,7 +120,8 @@ def run_trial(config: dict[str, Any], proxy: dict[str, Any], space: dict[str, An
         tune.report(tune_result({"val_accuracy": float("nan"), "error": known, **worker_facts(t_start)}))
         return
     from searchspace import space_from_config
-    from trainer.candidate import CandidateFailed, RungPlan, train_candidate, use_gpu_memory_growth
+    from trainer.candidate import CandidateFailed, train_candidate, use_gpu_memory_growth
+    from trainer.rung_state import RungPlan
     from trainer.proxy import ProxyConfig
     from trainer.proxy_data import load_proxy_data
 

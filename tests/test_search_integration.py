@@ -69,11 +69,13 @@ def test_config_errors_fail_at_once_without_a_journal(tmp_path):
 
 @pytest.mark.integration
 def test_search_on_a_prepared_dir_of_jpegs(cifar_mini, tmp_path):
-    """The README's path for your own photos: amoeba prepare, then amoeba search --data, at 16 px."""
+    """The README's path for your own photos: amoeba prepare, then amoeba search --data, at 16 px,
+    with rungs."""
     _, data = cifar_mini
     out = str(tmp_path / "photos")
     result = amoeba("search", f"--output_dir={out}", f"--data={data}", "--max_trials=3", "--image_size=16",
-                    "--validation_images=100", "--train_images=256", *TINY_SEARCH)
+                    "--validation_images=100", "--train_images=256", *TINY_SEARCH, "--rungs=1,2",
+                    "--reduction_factor=2")
     assert "3 trials done (0 failed)" in result.stdout
     config = json.load(open(os.path.join(out, "search_config.json")))["proxy"]
     assert (config["dataset"], config["data"], config["image_size"]) == ("prepared", data, 16)
@@ -81,6 +83,7 @@ def test_search_on_a_prepared_dir_of_jpegs(cifar_mini, tmp_path):
     assert set(table.status) == {"ok"} and table.val_accuracy.between(0, 1).all()
     told = resume(os.path.join(out, "journal.jsonl"), read_only=True).outcomes.values()
     assert {(o.metrics["validation_images"], o.metrics["train_images"]) for o in told} == {(100, 256)}
+    assert {o.metrics["epochs"] for o in told} <= {1, 2} and "trial 0 at rung 0 (1 epochs)" in result.stdout
     assert "3/3 done (0 failed)" in amoeba("results", out).stdout
 
 

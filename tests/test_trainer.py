@@ -146,7 +146,7 @@ def test_a_warm_worker_gives_the_same_result_as_a_fresh_one():
 
 
 def test_a_trial_stopped_between_rungs_goes_on_from_its_checkpoint(tmp_path):
-    from trainer.candidate import RungPlan
+    from trainer.rung_state import RungPlan
 
     first = []
 

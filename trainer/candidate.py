@@ -29,13 +29,9 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
-import json
 import math
-import os
-import shutil
 import time
-from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Iterator
 
 import keras
 import tensorflow as tf
@@ -45,6 +41,7 @@ from trainer.flops import count_multiply_adds
 from trainer.nasnet import NasNetConfig, build_nasnet
 from trainer.proxy import PRECISIONS, ProxyConfig
 from trainer.proxy_data import eval_pipeline, load_proxy_data, train_pipeline
+from trainer.rung_state import RungPlan, restore_rung, save_rung
 
 GRAPPLER_OFF = {"disable_meta_optimizer": True}
 EAGER_EVAL_IMAGES = 1024  # up to this many validation images: eager evaluation in batches of
@@ -53,18 +50,6 @@ EAGER_EVAL_BATCH = 512  # this size (benchmarks/README.md: 0.3 s against 0.6-1.3
 
 class CandidateFailed(Exception):
     """The candidate could not be evaluated: the search records the reason and goes on."""
-
-
-@dataclass(frozen=True)
-class RungPlan:
-    """Where a multi-fidelity trial reports: after `epochs[i]` epochs in all, for each rung i from
-    `start_rung` (the rungs its search already has are re-reported from `checkpoint_dir` when it
-    holds them, else trained again), through `report(metrics)`."""
-
-    epochs: Sequence[int]
-    report: Callable[[dict[str, Any]], None]
-    start_rung: int = 0
-    checkpoint_dir: str | None = None
 
 
 class MomentumSGD:
@@ -264,7 +249,7 @@ def _train(genotype: NasNetGenotype, proxy: ProxyConfig, data, t_start: float, l
     first_step_seconds = 0.0
     done_epochs, first_rung, reported = 0, 0, []
     if checkpoint is not None and rungs.start_rung:
-        done_epochs, reported = _restore_rung(checkpoint, rungs.checkpoint_dir)
+        done_epochs, reported = restore_rung(checkpoint, rungs.checkpoint_dir)
         first_rung = len(reported)
         for metrics in reported[rungs.start_rung:]:  # finished, but the driver ended before it heard
             rungs.report({**metrics, "from_checkpoint": True})  # reported again, not trained again
@@ -321,48 +306,13 @@ def _train(genotype: NasNetGenotype, proxy: ProxyConfig, data, t_start: float, l
                     metrics.update(rung=rung, epochs=done_epochs, seconds_per_epoch=train_seconds / epochs,
                                    restored_epochs=restored_epochs)
                     if checkpoint is not None:
-                        _save_rung(checkpoint, rungs.checkpoint_dir, rung, done_epochs, reported + [metrics])
+                        save_rung(checkpoint, rungs.checkpoint_dir, rung, done_epochs, reported + [metrics])
                     reported.append(metrics)
                     rungs.report(metrics)  # returns when the trial goes on
     except tf.errors.ResourceExhaustedError as err:
         raise CandidateFailed(f"out of memory: {err.message.splitlines()[0]}") from None
     del model, optimizer, train_step, eval_step, checkpoint
     return metrics
-
-
-RUNG_FILE = "rung.json"
-
-
-def _save_rung(checkpoint: tf.train.Checkpoint, directory: str, rung: int, epochs: int,
-               reported: list[dict[str, Any]]) -> None:
-    """The trial's state after `rung` in `directory`/rung_R (written beside, then renamed), the older
-    rungs' removed; rung.json holds every rung's metrics so far."""
-    os.makedirs(directory, exist_ok=True)
-    final = os.path.join(directory, f"rung_{rung}")
-    temp = final + ".tmp"
-    shutil.rmtree(temp, ignore_errors=True)
-    checkpoint.write(os.path.join(temp, "state"))
-    with open(os.path.join(temp, RUNG_FILE), "w", encoding="utf-8") as f:
-        json.dump({"rung": rung, "epochs": epochs, "reported": reported}, f)
-    shutil.rmtree(final, ignore_errors=True)
-    os.replace(temp, final)
-    for name in os.listdir(directory):
-        if name.startswith("rung_") and name != f"rung_{rung}":
-            shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
-
-
-def _restore_rung(checkpoint: tf.train.Checkpoint, directory: str) -> tuple[int, list[dict[str, Any]]]:
-    """(epochs trained, metrics of each rung finished) from the latest rung in `directory`; (0, [])
-    when it holds none (the trial then trains from scratch)."""
-    saved = sorted((int(n.split("_")[1]) for n in os.listdir(directory) if n.startswith("rung_")
-                    and n.split("_")[1].isdigit()), reverse=True) if os.path.isdir(directory) else []
-    if not saved:
-        return 0, []
-    path = os.path.join(directory, f"rung_{saved[0]}")
-    with open(os.path.join(path, RUNG_FILE), encoding="utf-8") as f:
-        state = json.load(f)
-    checkpoint.read(os.path.join(path, "state")).assert_consumed()
-    return int(state["epochs"]), list(state["reported"])
 
 
 _TPU_STRATEGIES: dict[str, tf.distribute.Strategy] = {}

@@ -2,9 +2,11 @@
 
 For each search dir: validation accuracy of its trials (best, median, quartiles, worst), the best
 so far after 10, 20, 40 and 60 trials, the mean trial's parts, and (from the journal's timestamps,
-or --wall_s) trials per hour. With several dirs (e.g. regularized evolution and random search on
+or --wall_s) trials per hour; for a search with rungs also how many trials reached each rung and
+the best result at each. With several dirs (e.g. regularized evolution and random search on
 the same config) every figure is taken over the first N trials of each, N the smallest count.
-Run: .venv/bin/python benchmarks/search_summary.py DIR [DIR ...] [--wall_s=S,S]
+`--within_s=S` counts only the trials told within S seconds of the search's start.
+Run: .venv/bin/python benchmarks/search_summary.py DIR [DIR ...] [--wall_s=S,S] [--within_s=S]
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ from evolution import resume  # noqa: E402
 BUDGETS = (10, 20, 40, 60)
 
 
-def summarize(out: str, budget: int, wall_s: float | None) -> dict:
+def summarize(out: str, budget: int, wall_s: float | None, within_s: float | None = None) -> dict:
     algorithm = resume(os.path.join(out, "journal.jsonl"), read_only=True)
-    ids = sorted(algorithm.outcomes)[:budget]
+    ids = sorted(t for t, o in algorithm.outcomes.items()
+                 if within_s is None or (o.told_at or 0) - algorithm.started_at <= within_s)[:budget]
+    wall_s = within_s if within_s is not None and wall_s is None else wall_s
     metrics = [algorithm.outcomes[t].metrics for t in ids]
     accuracy = [m["val_accuracy"] for m in metrics]
     ok = [a for a in accuracy if a == a]  # failed trials report NaN
@@ -42,18 +46,33 @@ def summarize(out: str, budget: int, wall_s: float | None) -> dict:
         "mean_trial_s": round(statistics.mean(m["trial_seconds"] for m in metrics), 1),
         "mean_training_steps_s": round(statistics.mean(m["train_seconds"] - m["first_step_seconds"] for m in metrics), 1),
         **({"wall_s": round(wall_s), "trials_per_hour": round(len(ids) / wall_s * 3600, 1)} if wall_s else {}),
+        **(rung_figures(algorithm, ids) if algorithm.rungs else {}),
     }
+
+
+def rung_figures(algorithm, ids: list[int]) -> dict:
+    """Trials that reached each rung, and the best result there (a multi-fidelity search)."""
+    figures = {}
+    for rung, epochs in enumerate(algorithm.rungs.epochs):
+        values = [algorithm.rung_results[t][rung]["val_accuracy"] for t in ids
+                  if len(algorithm.rung_results.get(t, ())) > rung]
+        figures[f"trials_at_{epochs}_epochs"] = len(values)
+        figures[f"best_at_{epochs}_epochs"] = round(max(values), 4) if values else None
+    return figures
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("dirs", nargs="+")
     parser.add_argument("--wall_s", default="", help="wall seconds per dir, comma-separated (else from the journal)")
+    parser.add_argument("--within_s", type=float, default=None, help="only trials told this soon after the start")
     args = parser.parse_args()
     walls = [float(w) for w in args.wall_s.split(",")] if args.wall_s else [None] * len(args.dirs)
     counts = [resume(os.path.join(d, "journal.jsonl"), read_only=True).completed() for d in args.dirs]
     budget = min(counts)
-    rows = {d: summarize(d, budget, w if c == budget else None) for d, c, w in zip(args.dirs, counts, walls)}
+    if args.within_s is not None:
+        budget = max(counts)
+    rows = {d: summarize(d, budget, w if c == budget else None, args.within_s) for d, c, w in zip(args.dirs, counts, walls)}
     keys = list(dict.fromkeys(k for r in rows.values() for k in r))
     print(f"first {budget} trials of each")
     print(f"{'figure':<24}" + "".join(f"{os.path.basename(d.rstrip('/')):>16}" for d in rows))

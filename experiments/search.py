@@ -7,13 +7,16 @@ orchestrates only: no TensorFlow here (trials import it in their own worker proc
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
 import shutil
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from evolution import ALGORITHMS, JournalLock, SearchAlgorithm, make_algorithm, resume
 from evolution.rungs import Rungs
@@ -146,6 +149,39 @@ class SearchHalted(RuntimeError):
     """The circuit breaker stopped the search; a rerun with the same command resumes it."""
 
 
+class SearchInterrupted(SearchHalted):
+    """Ctrl-C stopped the search; a rerun with the same command resumes it."""
+
+
+@contextlib.contextmanager
+def stop_on_interrupt() -> Iterator[threading.Event]:
+    """Ctrl-C (SIGINT) sets the event: the search stops its trials as the circuit breaker does and
+    ends (Ray Tune's own handler, which ends one Tune experiment and lets the next start, is turned
+    off); a second Ctrl-C ends the driver at once. Only the main thread can take the signal."""
+    interrupted = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield interrupted
+        return
+
+    def handle(signum: int, frame: Any) -> None:
+        if interrupted.is_set():
+            raise KeyboardInterrupt
+        interrupted.set()
+        print("interrupted: stopping the running trials (Ctrl-C again to end at once); run the same command "
+              "again to resume", flush=True)
+
+    before, tune_handler = signal.signal(signal.SIGINT, handle), os.environ.get("TUNE_DISABLE_SIGINT_HANDLER")
+    os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
+    try:
+        yield interrupted
+    finally:
+        signal.signal(signal.SIGINT, before)
+        if tune_handler is None:
+            os.environ.pop("TUNE_DISABLE_SIGINT_HANDLER", None)
+        else:
+            os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = tune_handler
+
+
 class ClusterTooSmall(ValueError):
     """The Ray cluster lacks the resources one trial asks for (a config error)."""
 
@@ -219,6 +255,12 @@ def run_search(config: SearchConfig, algorithm: SearchAlgorithm, trainable: Any 
                 os.environ.setdefault(name, value)
             init_ray(None)
     breaker = CircuitBreaker(config.max_consecutive_failures)
+    interrupt = contextlib.ExitStack()
+    interrupted = interrupt.enter_context(stop_on_interrupt())
+
+    def halted() -> bool:
+        return breaker.tripped or interrupted.is_set()
+
     try:
         resources, concurrent = trial_resources(config, ray.cluster_resources())
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
@@ -241,10 +283,10 @@ def run_search(config: SearchConfig, algorithm: SearchAlgorithm, trainable: Any 
         # Tune keeps a record of every trial of an experiment until it ends (about 70 KB each): a long
         # search runs as a series of experiments of at most trials_per_tuner trials, one journal.
         part = 0
-        while not breaker.tripped and (left := config.max_trials - algorithm.completed()) > 0:
+        while not halted() and (left := config.max_trials - algorithm.completed()) > 0:
             before, part = algorithm.completed(), part + 1
             searcher = EvolutionSearcher(algorithm, min(left, config.trials_per_tuner), on_tell=record,
-                                         failure_reason=failure_reason, should_stop=lambda: breaker.tripped,
+                                         failure_reason=failure_reason, should_stop=halted,
                                          checkpoint_root=os.path.abspath(os.path.join(config.output_dir, CHECKPOINTS)))
             tune.Tuner(
                 tune.with_resources(trainable, resources),
@@ -261,7 +303,7 @@ def run_search(config: SearchConfig, algorithm: SearchAlgorithm, trainable: Any 
                     name=time.strftime("tune-%Y%m%d-%H%M%S") + f"-{part}",
                     storage_path=os.path.abspath(os.path.join(config.output_dir, "tune")),
                     verbose=0,
-                    stop=_stop_all_when(lambda: breaker.tripped),
+                    stop=_stop_all_when(halted),
                     failure_config=tune.FailureConfig(max_failures=config.max_failures),
                     callbacks=[progress],
                 ),
@@ -269,6 +311,7 @@ def run_search(config: SearchConfig, algorithm: SearchAlgorithm, trainable: Any 
             if algorithm.completed() == before:  # nothing came back (every trial stopped): do not spin
                 break
     finally:
+        interrupt.close()
         if started_ray:
             ray.shutdown()
         write_results(algorithm, config.output_dir)
@@ -279,6 +322,9 @@ def run_search(config: SearchConfig, algorithm: SearchAlgorithm, trainable: Any 
         raise SearchHalted(f"stopped: {breaker.in_a_row} candidates failed in a row (--max_consecutive_failures="
                            f"{config.max_consecutive_failures}); the last: {breaker.last_error}. Fix the cause and "
                            "run the same command again: the search resumes where it stopped")
+    if interrupted.is_set():
+        raise SearchInterrupted(f"interrupted with {len(algorithm.pending())} trials in flight; run the same command "
+                                "again: the search resumes where it stopped, in-flight trials re-issued")
     return algorithm
 
 
@@ -292,13 +338,22 @@ def _stop_all_when(condition: Callable[[], bool]) -> Any:
     from ray import tune
 
     class StopAll(tune.Stopper):
+        def __init__(self, condition: Callable[[], bool]) -> None:
+            self.condition = condition
+
         def __call__(self, trial_id: str, result: dict) -> bool:
             return False
 
         def stop_all(self) -> bool:
-            return condition()
+            return self.condition()
 
-    return StopAll()
+        def __getstate__(self) -> dict:
+            return {}  # Tune pickles its stopper into tuner.pkl; the condition (a lock, the breaker) stays here
+
+        def __setstate__(self, state: dict) -> None:
+            self.condition = lambda: False  # only read back by Tune's restore, which a search never uses
+
+    return StopAll(condition)
 
 
 RESULT_FILES = (JOURNAL, CONFIG, "results.csv", "best_genotype.json")

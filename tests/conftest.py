@@ -28,6 +28,15 @@ def amoeba(*args: str, check: bool = True, timeout: float = 900, env: dict[str, 
     return result
 
 
+def wait_for_text(path: str, text: str, proc: subprocess.Popen, timeout: float = 300, poll: float = 0.2) -> None:
+    """Wait until the file at `path` holds `text`, `proc` has ended, or `timeout` seconds passed."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None:
+        if os.path.exists(path) and text in open(path).read():
+            return
+        time.sleep(poll)
+
+
 def hashed_fitness(key: str) -> float:
     """A deterministic pseudo-random fitness in [0, 1) for a canonical key."""
     return int(hashlib.sha256(key.encode()).hexdigest()[:12], 16) / 16**12

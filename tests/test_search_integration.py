@@ -14,7 +14,7 @@ import pytest
 from evolution import resume
 from searchspace import NasNetGenotype
 from experiments.trial import HANG_GRACE_ENV
-from tests.conftest import AMOEBA, QUIET_TF, amoeba
+from tests.conftest import AMOEBA, QUIET_TF, amoeba, wait_for_text
 
 TINY_SEARCH = ["--max_concurrent=2", "--population_size=3", "--sample_size=2", "--epochs=1",
                "--filters=4", "--num_blocks=2", "--batch_size=64"]
@@ -150,10 +150,7 @@ def test_a_second_driver_is_refused_and_a_search_sigkilled_mid_rung_resumes(tmp_
     assert second.returncode == 1, second.stdout + second.stderr  # one driver per search
     assert f"another driver is running this search: {journal} is in use by another process (pid {proc.pid} on host" \
         in second.stderr
-    while time.time() < deadline and proc.poll() is None:
-        if '"decision":"continue"' in open(journal).read():
-            break  # a trial has just set off for its second rung
-        time.sleep(0.05)
+    wait_for_text(journal, '"decision":"continue"', proc, poll=0.05)  # a trial just set off for rung 2
     os.killpg(proc.pid, signal.SIGKILL)  # the driver and everything it started
     proc.wait()
     before = resume(journal)
@@ -191,3 +188,17 @@ def test_results_are_kept_up_to_date_on_gcs(tmp_path, gcs_emulator):
         assert storage.read_bytes(storage.join(dest, name)) == open(os.path.join(out, name), "rb").read()
     bad = amoeba("search", f"--output_dir={tmp_path / 'bad'}", "--upload_to=/tmp/not-gcs", check=False)
     assert bad.returncode == 1 and "upload_to: must be a gs://" in bad.stderr
+
+
+@pytest.mark.integration
+def test_ctrl_c_stops_the_search_with_its_trials_in_flight_left_to_a_rerun(tmp_path):
+    out = str(tmp_path / "interrupted")
+    journal = os.path.join(out, "journal.jsonl")
+    proc = subprocess.Popen(AMOEBA + ["search", f"--output_dir={out}", "--max_trials=40", *TINY_SEARCH],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=QUIET_TF)
+    wait_for_text(journal, '"event":"tell"', proc)
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=120)  # Tune's own handler would end one experiment and start the next
+    assert proc.returncode == 1 and "interrupted with" in output and "run the same command again" in output
+    stopped = resume(journal, read_only=True)
+    assert 1 <= stopped.completed() < 40

@@ -57,6 +57,8 @@ def main(args: list[str]) -> None:
     if FLAGS.plot and not FLAGS.plot.endswith((".png", ".svg")):
         raise app.UsageError(f"--plot must end in .png or .svg, got {FLAGS.plot}")
     if FLAGS.budget_s:
+        if FLAGS.dedup:
+            raise app.UsageError("--dedup counts evaluations (--budget); a --budget_s run charges every one its time")
         return time_benchmark(plot_best_so_far)
     from experiments.tabular import load_table, run_benchmark
 

@@ -93,10 +93,10 @@ def test_the_tournament_compares_like_with_like():
     algorithm.decisions[low.trial_id][0] = CONTINUE  # as if promoted: a far higher rung-1 value
     algorithm.rung_results[low.trial_id].append({"val_accuracy": 0.95})
     algorithm.decisions[low.trial_id].append(STOP)
-    parents = {algorithm.ask().parent_id for _ in range(30)}
-    assert low.trial_id not in parents or high.trial_id in parents
-    # any sample holding `high` compares at rung 0, where `high` wins
-    assert all(p == high.trial_id for p in parents if p is not None and p != low.trial_id)
+    parents = [algorithm.ask().parent_id for _ in range(400)]
+    # like with like, `low` wins only a sample of itself alone (1 in 4); compared at each one's own
+    # highest rung it would win every sample it is in (3 in 4)
+    assert parents.count(high.trial_id) > 2 * parents.count(low.trial_id) > 0
 
 
 @pytest.fixture(scope="module")

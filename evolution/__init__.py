@@ -4,6 +4,7 @@ Ray only in `evolution.tune_searcher`."""
 from evolution.algorithms import (
     ALGORITHMS,
     Outcome,
+    ParetoEvolution,
     RandomSearch,
     RegularizedEvolution,
     SearchAlgorithm,
@@ -12,11 +13,18 @@ from evolution.algorithms import (
     resume,
 )
 from evolution.journal import JournalError, JournalLock, JournalLocked
+from evolution.objectives import MEASURES, Goal, Limits, MnasReward, parse_goals
 from evolution.rungs import CONTINUE, STOP, Rungs
 
 __all__ = [
     "ALGORITHMS",
     "CONTINUE",
+    "Goal",
+    "Limits",
+    "MEASURES",
+    "MnasReward",
+    "ParetoEvolution",
+    "parse_goals",
     "JournalError",
     "JournalLock",
     "JournalLocked",

@@ -10,7 +10,15 @@ result at the first rung, replaced by the best at the next rung whenever the pic
 rung too, and so on up; a cell is displaced only by one that beat it where both were measured.
 Aging is unchanged: the oldest member leaves, whatever rung it reached.
 
-Every ask, rung decision and accepted tell is appended to the journal; `resume(path)` replays the
+Costs: with `limits` (evolution/objectives.py), a proposal whose figures from `measure(genotype)`
+(size, before any training) break a limit is rejected and another is proposed; the rejection is
+journaled with its figures and counted (`rejected`), not handed out. A result that breaks a limit
+the measure could not judge (latency, measured by the trial) is `infeasible`: recorded with its
+figures, neither in the population nor a failure. With `reward` (MnasNet's), the fitness is the
+objective scaled by a cost. `ParetoEvolution` keeps several goals and selects by non-dominated
+rank and crowding distance (NSGA-II's order) instead of one score.
+
+Every ask, rejection, rung decision and accepted tell is appended to the journal; `resume(path)` replays the
 journal through the same code, so the state (RNG included) comes back identical, and trials that
 were asked but never told are handed out again, once, with the same id and genotype.
 
@@ -26,15 +34,19 @@ import random
 import time
 from collections import deque
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from evolution.journal import Journal, JournalError, JournalLock, read_journal
+from evolution.objectives import Goal, Limits, MnasReward, parse_goals
+from evolution.pareto import crowding_distances, front, non_dominated_ranks, nsga2_order_key
 from evolution.rungs import CONTINUE, STOP, Promotions, Rungs
 from evolution.steps import age_out, draw_sample, fittest
 from searchspace import SearchSpace, space_from_config
 
 log = logging.getLogger(__name__)
 JOURNAL_VERSION = 1
+MAX_REJECTIONS = 1000  # proposals in a row that break the limits: the limits leave no room, a config error
+Measure = Callable[[Any], Mapping[str, float]]  # a genotype's figures known before training (size)
 
 
 @dataclass(frozen=True)
@@ -47,7 +59,7 @@ class Trial:
 
 @dataclass(frozen=True)
 class Outcome:
-    status: str  # "ok" or "failed"
+    status: str  # "ok", "failed" (NaN, OOM, timeout, an error) or "infeasible" (over a limit)
     metrics: Mapping[str, Any]
     error: str | None = None
     told_at: float | None = None  # wall-clock time of the tell (seconds since the epoch)
@@ -70,10 +82,18 @@ class SearchAlgorithm:
         fsync: bool = True,
         journal_lock: JournalLock | None = None,
         rungs: Rungs | None = None,
+        reward: MnasReward | None = None,
+        limits: Limits | Mapping[str, float] | None = None,
+        measure: Measure | None = None,
     ) -> None:
         if mode not in ("max", "min"):
             raise ValueError(f"mode: must be 'max' or 'min', got {mode!r}")
         self.space = space
+        self.reward = reward
+        self.limits = limits if isinstance(limits, Limits) else Limits(dict(limits or {}))
+        self.measure = measure
+        self.measured: dict[str, dict[str, float]] = {}  # figures from `measure`, by genotype key
+        self.rejected = 0  # proposals turned down for breaking a limit
         self.seed = seed
         self.objective = objective
         self.mode = mode
@@ -120,7 +140,14 @@ class SearchAlgorithm:
             "mode": self.mode,
             "params": self.params(),
             "rungs": self.rungs.to_config() if self.rungs else None,
+            "reward": self.reward.to_config() if self.reward else None,
+            "limits": self.limits.to_config(),
         }
+
+    @property
+    def goals(self) -> tuple[Goal, ...]:
+        """The measures a result must have, and which way is better (one without Pareto)."""
+        return (Goal(self.objective, self.mode),)
 
     def ask(self) -> Trial:
         """The next trial: a re-issued in-flight one first, else a new proposal."""
@@ -136,6 +163,7 @@ class SearchAlgorithm:
                 "parent_id": trial.parent_id,
                 "mutation": trial.mutation,
                 "genotype": trial.genotype.to_json(),
+                **({"figures": self.measured[trial.genotype.key()]} if trial.genotype.key() in self.measured else {}),
             }
         )
         return trial
@@ -250,8 +278,24 @@ class SearchAlgorithm:
         return self._signed(self.outcomes[trial_id].metrics)
 
     def _signed(self, metrics: Mapping[str, Any]) -> float:
+        """The fitness: the objective (scaled by the reward's cost factor, with a reward), signed so
+        that larger is better."""
         value = float(metrics[self.objective])
+        if self.reward is not None:
+            value = self.reward.score(value, metrics)
         return value if self.mode == "max" else -value
+
+    def score(self, metrics: Mapping[str, Any]) -> float:
+        """What the search ranks by, unsigned: the objective, or the reward with one."""
+        value = self._signed(metrics)
+        return value if self.mode == "max" else -value
+
+    def front(self) -> list[int]:
+        """Ids of the successful trials no other successful trial beats on every goal (by their
+        last result), in trial order."""
+        ok = [t for t, o in self.outcomes.items() if o.status == "ok"]
+        points = [tuple(g.signed(self.outcomes[t].metrics) for g in self.goals) for t in ok]
+        return sorted(ok[i] for i in front(points))
 
     def close(self) -> None:
         if self._journal is not None:
@@ -261,20 +305,45 @@ class SearchAlgorithm:
     # --- internals -----------------------------------------------------------------------------
 
     def _new_trial(self) -> Trial:
-        trial = self._propose(len(self.trials))
-        self.trials[trial.trial_id] = trial
-        return trial
+        for _ in range(MAX_REJECTIONS):
+            trial = self._propose(len(self.trials))
+            broken = self.limits.violations(self._figures(trial.genotype)) if self.limits else []
+            if not broken:
+                self.trials[trial.trial_id] = trial
+                return trial
+            self.rejected += 1
+            self._write({"event": "reject", "parent_id": trial.parent_id, "mutation": trial.mutation,
+                         "genotype": trial.genotype.to_json(), "figures": self.measured[trial.genotype.key()],
+                         "reason": "; ".join(broken)})
+        raise ValueError(f"limits: {MAX_REJECTIONS} proposals in a row break {self.limits.to_config()}; "
+                         "no candidate fits, loosen the limits")
+
+    def _figures(self, genotype: Any) -> Mapping[str, float]:
+        """What `measure` says of the genotype before training (cached by key; the journal keeps
+        them, so a replay needs no measure)."""
+        key = genotype.key()
+        if key not in self.measured:
+            if self.measure is None:
+                return {}
+            self.measured[key] = {k: float(v) for k, v in self.measure(genotype).items()}
+        return self.measured[key]
 
     def _outcome(self, metrics: Mapping[str, Any], error: str | None) -> Outcome:
+        broken = self.limits.violations(metrics) if self.limits else []
+        if broken:
+            return Outcome("infeasible", dict(metrics), "; ".join(broken))
         if error is not None:
             return Outcome("failed", dict(metrics), str(error))
-        value = metrics.get(self.objective)
         try:
-            finite = value is not None and math.isfinite(float(value))
-        except (TypeError, ValueError):
+            finite = math.isfinite(self._signed(metrics)) and all(math.isfinite(g.signed(metrics))
+                                                                  for g in self.goals)
+        except (KeyError, TypeError, ValueError):
             finite = False
         if not finite:
-            return Outcome("failed", dict(metrics), f"objective {self.objective!r} is {value!r}")
+            shown = {name: metrics.get(name) for name in dict.fromkeys([self.objective, *(g.metric for g in self.goals),
+                                                                      *([self.reward.cost_metric] if self.reward else [])])}
+            described = ", ".join(f"{name!r} is {value!r}" for name, value in shown.items())
+            return Outcome("failed", dict(metrics), f"objective {described}")
         return Outcome("ok", dict(metrics))
 
     def _record(self, trial_id: int, outcome: Outcome) -> None:
@@ -359,6 +428,49 @@ class RegularizedEvolution(SearchAlgorithm):
         age_out(self.population, self.population_size)
 
 
+class ParetoEvolution(RegularizedEvolution):
+    """Regularized evolution over several goals (`objectives`, e.g. val_accuracy:max,latency_ms:min):
+    the same aging population, sample with replacement and one mutation per child, but the
+    tournament's winner is the member of the sample with the lowest non-dominated rank within the
+    population, ties broken by the larger crowding distance (NSGA-II's crowded-comparison order,
+    Deb et al. 2002), then by draw order. Each member is judged against the whole population, not
+    by a score of its own. `best()` is the best by the first goal; `front()` the cells no other
+    beats on every goal."""
+
+    name = "pareto_evolution"
+    param_names = ("population_size", "sample_size", "objectives")
+
+    def __init__(self, space: SearchSpace, population_size: int = 100, sample_size: int = 25,
+                 objectives: Sequence[str] = ("val_accuracy:max", "latency_ms:min"), **kwargs: Any) -> None:
+        self._goals = parse_goals(list(objectives))
+        if len(self._goals) < 2:
+            raise ValueError(f"objectives: Pareto evolution needs at least two, got {list(objectives)}")
+        if kwargs.get("rungs") or kwargs.get("reward"):
+            raise ValueError("pareto_evolution: rungs and a reward are for one objective; give --objectives only")
+        kwargs.update(objective=self._goals[0].metric, mode=self._goals[0].mode)
+        super().__init__(space, population_size, sample_size, **kwargs)
+
+    @property
+    def goals(self) -> tuple[Goal, ...]:
+        return self._goals
+
+    def params(self) -> dict[str, Any]:
+        return {**super().params(), "objectives": [str(g) for g in self._goals]}
+
+    def _propose(self, trial_id: int) -> Trial:
+        if len(self.population) < self.population_size:
+            return Trial(trial_id, self.space.sample(self.rng), None, "random")
+        sample = draw_sample(self.population, self.sample_size, self.rng)
+        members = list(self.population)
+        points = [tuple(g.signed(self.outcomes[m].metrics) for g in self._goals) for m in members]
+        ranks = non_dominated_ranks(points)
+        crowding = crowding_distances(points, ranks)
+        order = {m: nsga2_order_key(ranks[i], crowding[i]) for i, m in enumerate(members)}
+        parent_id = min(sample, key=order.__getitem__)  # the first drawn among equals
+        child, description = self.space.mutate(self.trials[parent_id].genotype, self.rng)
+        return Trial(trial_id, child, parent_id, description)
+
+
 class RandomSearch(SearchAlgorithm):
     """Uniform random sampling: the paper's control."""
 
@@ -371,6 +483,7 @@ class RandomSearch(SearchAlgorithm):
 ALGORITHMS: dict[str, type[SearchAlgorithm]] = {
     RegularizedEvolution.name: RegularizedEvolution,
     RandomSearch.name: RandomSearch,
+    ParetoEvolution.name: ParetoEvolution,
 }
 
 
@@ -384,18 +497,21 @@ def make_algorithm(name: str, space: SearchSpace, params: Mapping[str, Any] | No
 
 
 def resume(journal_path: str, fsync: bool = True, read_only: bool = False,
-           lock: JournalLock | None = None) -> SearchAlgorithm:
+           lock: JournalLock | None = None, measure: Measure | None = None) -> SearchAlgorithm:
     """Rebuild an algorithm by replaying its journal, then keep appending to it, holding its `lock`
     (taken before reading unless given; JournalLocked names another writer). With `read_only`,
     take no lock and leave the file alone: for reading a search that may still be running, or one
     whose journal two writers damaged (duplicates are skipped with a warning, the first one counts).
+
+    A search with size limits needs its `measure` again to propose new trials (the replay itself
+    takes the figures from the journal).
 
     Raises JournalError naming the line when the journal is damaged or replay diverges.
     """
     if not read_only:
         lock = lock or JournalLock(journal_path)
     try:
-        algorithm, intact_bytes = _replay(journal_path, read_only)
+        algorithm, intact_bytes = _replay(journal_path, read_only, measure)
     except BaseException:
         if lock is not None:
             lock.release()
@@ -406,7 +522,7 @@ def resume(journal_path: str, fsync: bool = True, read_only: bool = False,
     return algorithm
 
 
-def _replay(journal_path: str, lenient: bool) -> tuple[SearchAlgorithm, int]:
+def _replay(journal_path: str, lenient: bool, measure: Measure | None = None) -> tuple[SearchAlgorithm, int]:
     """The algorithm as the journal left it, and the journal's intact length in bytes. `lenient`
     trusts the journal over the replay: it skips a repeated ask or tell and takes an ask's genotype
     as written (what two drivers on one journal leave behind), with a warning each."""
@@ -424,11 +540,21 @@ def _replay(journal_path: str, lenient: bool) -> tuple[SearchAlgorithm, int]:
             objective=start["objective"],
             mode=start["mode"],
             rungs=Rungs.from_config(start.get("rungs")),
+            reward=MnasReward.from_config(start.get("reward")),
+            limits=start.get("limits"),
+            measure=measure,
             **start["params"],
         )
     except (KeyError, TypeError, ValueError) as err:
         raise JournalError(f"{journal_path}:1: bad start event: {err}") from None
     algorithm.started_at = start.get("time")
+    for event in events[1:]:  # what was measured before: a replay proposes the same without measuring
+        if event.get("event") in ("ask", "reject") and "figures" in event:
+            try:
+                key = algorithm.space.genotype_from_json(event["genotype"]).key()
+            except (KeyError, TypeError, ValueError):
+                continue  # the ask itself is checked below
+            algorithm.measured[key] = event["figures"]
     for number, event in enumerate(events[1:], start=2):
         kind = event["event"]
         try:
@@ -470,7 +596,7 @@ def _replay(journal_path: str, lenient: bool) -> tuple[SearchAlgorithm, int]:
                 if decision != event["decision"] and not lenient:
                     raise JournalError(f"{journal_path}:{number}: replay diverged: trial {trial_id} rung {rung} "
                                        f"was decided {event['decision']!r}, the replay decides {decision!r}")
-            elif kind != "reissue":
+            elif kind not in ("reissue", "reject"):  # rejections come back through the replayed proposals
                 raise JournalError(f"{journal_path}:{number}: unknown event {kind!r}")
         except KeyError as err:
             raise JournalError(f"{journal_path}:{number}: event lacks field {err}") from None

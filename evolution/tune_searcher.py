@@ -88,10 +88,13 @@ class EvolutionSearcher(Searcher):
             "mutation": trial.mutation,
             "genotype": trial.genotype.to_json(),
         }
+        if self.checkpoint_root:  # a trial's state until it ends (rungs, a calibrated step count)
+            config["checkpoint_dir"] = checkpoint_dir(self.checkpoint_root, trial.trial_id)
         if self.algorithm.rungs is not None:
             config.update(rungs=list(self.algorithm.rungs.epochs),
-                          start_rung=len(self.algorithm.rung_results.get(trial.trial_id, ())),
-                          checkpoint_dir=self.checkpoint_root and checkpoint_dir(self.checkpoint_root, trial.trial_id))
+                          start_rung=len(self.algorithm.rung_results.get(trial.trial_id, ())))
+        if self.algorithm.limits:
+            config["limits"] = self.algorithm.limits.to_config()
         return config
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:

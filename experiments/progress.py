@@ -28,11 +28,13 @@ def status_line(algorithm: SearchAlgorithm, max_trials: int) -> str:
     """done / failed / running / left, and the best so far."""
     done = algorithm.completed()
     running = len(algorithm.pending())
-    failed = sum(o.status != "ok" for o in algorithm.outcomes.values())
+    failed = sum(o.status == "failed" for o in algorithm.outcomes.values())
+    infeasible = sum(o.status == "infeasible" for o in algorithm.outcomes.values())
     left = max(0, max_trials - done - running)
     best = algorithm.best()
-    best_text = f"best {best[1].metrics[algorithm.objective]:.4f} (trial {best[0].trial_id})" if best else "no best yet"
-    return f"{done}/{max_trials} done ({failed} failed), {running} running, {left} left; {best_text}"
+    best_text = f"best {algorithm.score(best[1].metrics):.4f} (trial {best[0].trial_id})" if best else "no best yet"
+    over = f", {infeasible} infeasible" if infeasible else ""
+    return f"{done}/{max_trials} done ({failed} failed{over}), {running} running, {left} left; {best_text}"
 
 
 def pace(finished: int, elapsed_s: float, left: int) -> str:

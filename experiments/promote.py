@@ -121,12 +121,16 @@ class PlannedModel:
 def best_distinct_trials(algorithm: SearchAlgorithm, k: int) -> list[int]:
     """Ids of the k best successful trials by the objective at the highest rung each reached
     (higher rungs first; ties: fewer parameters, then the earlier trial), a genotype seen twice
-    counted once."""
+    counted once. A search of several goals (Pareto evolution): k cells spread along its front over
+    the range of its last goal (the cost), from the cheapest to the dearest, then the best others."""
     def rank(tid: int) -> tuple:
         rung, value = algorithm.standing(tid)
         return -rung, -value, algorithm.outcomes[tid].metrics.get("params") or math.inf, tid
 
     ranked = sorted((tid for tid, outcome in algorithm.outcomes.items() if outcome.status == "ok"), key=rank)
+    if len(algorithm.goals) > 1:
+        spread = spread_along_front(algorithm, k)
+        ranked = spread + [tid for tid in ranked if tid not in spread]
     chosen: list[int] = []
     seen: set[str] = set()
     for tid in ranked:
@@ -135,6 +139,22 @@ def best_distinct_trials(algorithm: SearchAlgorithm, k: int) -> list[int]:
             seen.add(key)
             chosen.append(tid)
     return chosen
+
+
+def spread_along_front(algorithm: SearchAlgorithm, k: int) -> list[int]:
+    """Up to k distinct cells of the front, evenly spaced in the order of its last goal: with k of 3
+    the cheapest, the middle one and the dearest (not k neighbours)."""
+    cost = algorithm.goals[-1]
+    members: dict[str, int] = {}
+    for tid in sorted(algorithm.front(), key=lambda t: (cost.signed(algorithm.outcomes[t].metrics), t), reverse=True):
+        members.setdefault(algorithm.trials[tid].genotype.key(), tid)  # cheapest first
+    front = list(members.values())
+    if k <= 0 or not front:
+        return []
+    if k == 1 or len(front) == 1:
+        return [min(front, key=lambda t: (-algorithm.fitness(t), t))]  # one cell: the most accurate
+    picks = sorted({round(i * (len(front) - 1) / (k - 1)) for i in range(k)})
+    return [front[i] for i in picks]
 
 
 def top_genotypes(search_dir: str, k: int) -> list[PlannedModel]:

@@ -3,7 +3,7 @@ tables as text, from search dirs and promote dirs.
 
 What it shows: each search's progress (every trial's accuracy and the best so far, against trial
 number and wall time; several searches, e.g. regularized evolution and random, on the same axes),
-accuracy against parameters and multiply-adds with the Pareto front marked, the best genotypes'
+accuracy against parameters, multiply-adds and latency with the Pareto front marked, the best genotypes'
 cells drawn by Graphviz, the comparison of promoted models and baselines, and the settings of
 each run. Reads only the runs' own files; must not train, search or talk to Ray.
 """
@@ -149,9 +149,12 @@ def pareto_figure(series: list[tuple[str, pd.DataFrame]], accuracy: str, ylabel:
                   annotate: bool = False) -> str | None:
     """Accuracy against parameters and against multiply-adds, one colour per series, the Pareto front
     of all points circled and joined (`annotate`: each point named). None when no point has both."""
-    fig, axes = _axes(2)
+    costs = [("params", "parameters"), ("multiply_adds", "multiply-adds")]
+    if any("latency_ms" in t and t.latency_ms.notna().any() for _, t in series):
+        costs.append(("latency_ms", "latency at batch 1 (ms)"))
+    fig, axes = _axes(len(costs))
     drawn = False
-    for ax, cost, xlabel in ((axes[0][0], "params", "parameters"), (axes[0][1], "multiply_adds", "multiply-adds")):
+    for ax, (cost, xlabel) in zip(axes[0], costs):
         points = []
         for i, (label, table) in enumerate(series):
             ok = table[(table.status == "ok") & table[cost].notna() & table[accuracy].notna()]
@@ -212,20 +215,53 @@ def best_trials(run: SearchRun) -> pd.DataFrame:
     """The search's best distinct trials, in promote's order."""
     best = run.table.set_index("trial_id").loc[list(run.genotypes)].reset_index()
     rungs = ["rung", "epochs"] if best.rung.notna().any() else []  # a multi-fidelity search's
-    return best[["trial_id", *rungs, run.objective, "params", "multiply_adds", "mutation", "genotype"]]
+    measured = [c for c in ("reward", "latency_ms", "step_ms") if c in best and best[c].notna().any()]
+    return best[["trial_id", *rungs, run.objective, *measured, "params", "multiply_adds", "mutation", "genotype"]]
 
 
 def promote_verdict(table: pd.DataFrame) -> str | None:
-    """One sentence: the best searched cell against the best baseline, by top-1 (None without both)."""
+    """The best searched cell against the best baseline, one sentence each: by top-1, and (when the
+    promote had a target) by time to the target and by cost to it (None without both kinds)."""
     ok = table[table.status == "ok"]
     searched, baselines = ok[ok.kind == "searched"], ok[ok.kind == "baseline"]
     if searched.empty or baselines.empty:
         return None
     cell, base = searched.loc[searched.top1.idxmax()], baselines.loc[baselines.top1.idxmax()]
     word = "beats" if cell.top1 > base.top1 else ("ties" if cell.top1 == base.top1 else "does not beat")
-    return (f"The best searched cell, {cell['name']} (top-1 {cell.top1:.4f}, {int(cell.params):,} parameters), {word} "
-            f"the best baseline, {base['name']} (top-1 {base.top1:.4f}, {int(base.params):,} parameters), "
-            f"after {cell.epochs:.1f} and {base.epochs:.1f} epochs.")
+    sentences = [f"On accuracy, the best searched cell, {cell['name']} (top-1 {cell.top1:.4f}, "
+                 f"{int(cell.params):,} parameters), {word} the best baseline, {base['name']} (top-1 "
+                 f"{base.top1:.4f}, {int(base.params):,} parameters), after {cell.epochs:.1f} and {base.epochs:.1f} "
+                 "epochs."]
+    for column, what, unit in (("time_to_top1_s", "time", "min"), ("time_to_top5_s", "time", "min"),
+                               ("cost_to_top1", "cost", "$"), ("cost_to_top5", "cost", "$")):
+        if column not in ok or ok[column].isna().all():
+            continue
+        target = column.split("_to_")[1].removesuffix("_s")
+        sentences.append(_race(searched, baselines, column, f"{what} to the {target} target", unit))
+    return " ".join(sentences)
+
+
+def _race(searched: pd.DataFrame, baselines: pd.DataFrame, column: str, what: str, unit: str) -> str:
+    """One sentence: the searched cell and the baseline that got to the target first, compared."""
+    def first(rows: pd.DataFrame) -> pd.Series | None:
+        reached = rows[rows[column].notna()]
+        return reached.loc[reached[column].astype(float).idxmin()] if len(reached) else None
+
+    def shown(row: pd.Series) -> str:
+        value = float(row[column])
+        return f"{value / 60:.1f} min" if unit == "min" else f"${value:.2f}"
+
+    cell, base = first(searched), first(baselines)
+    if cell is None and base is None:
+        return f"On {what}, neither a searched cell nor a baseline reached it."
+    if cell is None:
+        return f"On {what}, no searched cell reached it; the baseline {base['name']} did in {shown(base)}."
+    if base is None:
+        return f"On {what}, the searched cell {cell['name']} reached it in {shown(cell)}; no baseline did."
+    word = "beats" if float(cell[column]) < float(base[column]) else (
+        "ties" if float(cell[column]) == float(base[column]) else "does not beat")
+    return (f"On {what}, the fastest searched cell, {cell['name']} ({shown(cell)}), {word} the fastest baseline, "
+            f"{base['name']} ({shown(base)}).")
 
 
 def _cell(value: Any) -> str:

@@ -14,7 +14,8 @@ from trainer.storage import write_json, write_text
 
 COLUMNS = [
     "trial_id", "parent_id", "mutation", "genotype", "key", "status", "rung", "epochs", "val_accuracy", "params",
-    "multiply_adds", "train_seconds", "images_per_sec", "trial_seconds", "told_at", "error",
+    "multiply_adds", "latency_ms", "latency_ms_batch", "step_ms", "train_steps", "train_seconds", "images_per_sec",
+    "trial_seconds", "told_at", "on_front", "error",
 ]
 
 
@@ -22,6 +23,7 @@ def results_table(algorithm: SearchAlgorithm) -> pd.DataFrame:
     """One row per trial, pending ones included (a trial still training at a higher rung shows its
     last rung's result)."""
     rows = []
+    on_front = set(algorithm.front())
     for trial_id, trial in algorithm.trials.items():
         outcome = algorithm.outcomes.get(trial_id)
         metrics = dict(outcome.metrics) if outcome else dict(algorithm.rung_results.get(trial_id, [{}])[-1])
@@ -38,18 +40,36 @@ def results_table(algorithm: SearchAlgorithm) -> pd.DataFrame:
                 "val_accuracy": metrics.get("val_accuracy"),
                 "params": metrics.get("params"),
                 "multiply_adds": metrics.get("multiply_adds"),
+                "latency_ms": metrics.get("latency_ms"),
+                "latency_ms_batch": metrics.get("latency_ms_batch"),
+                "step_ms": metrics.get("step_ms"),
+                "train_steps": metrics.get("train_steps"),
                 "told_at": outcome.told_at if outcome else None,
+                "on_front": trial_id in on_front,
                 "train_seconds": metrics.get("train_seconds"),
                 "images_per_sec": metrics.get("images_per_sec"),
                 "trial_seconds": metrics.get("trial_seconds"),
                 "error": (outcome.error if outcome else None) or "",
             }
         )
-        rows[-1].setdefault(algorithm.objective, metrics.get(algorithm.objective))
-    columns = COLUMNS + ([algorithm.objective] if algorithm.objective not in COLUMNS else [])
+        for goal in algorithm.goals:
+            rows[-1].setdefault(goal.metric, metrics.get(goal.metric))
+        if algorithm.reward is not None:
+            rows[-1]["reward"] = algorithm.score(metrics) if outcome and outcome.status == "ok" else None
+    extra = [g.metric for g in algorithm.goals] + (["reward"] if algorithm.reward else [])
+    columns = COLUMNS + [c for c in extra if c not in COLUMNS]
     table = pd.DataFrame(rows, columns=columns)
-    return table.astype({"parent_id": "Int64", "params": "Int64", "multiply_adds": "Int64", "rung": "Int64",
-                         "epochs": "Int64"})
+    whole = {"parent_id": "Int64", "params": "Int64", "multiply_adds": "Int64", "rung": "Int64", "train_steps": "Int64"}
+    epochs = table.epochs.dropna()
+    if (epochs == epochs.round()).all():  # rungs' epochs; a --train_seconds search's are fractions
+        whole["epochs"] = "Int64"
+    return table.astype(whole)
+
+
+def shown_measures(algorithm: SearchAlgorithm) -> list[str]:
+    """The columns a printed table shows for each trial: the goals, the reward, and the costs."""
+    return list(dict.fromkeys([algorithm.objective, *(["reward"] if algorithm.reward else []),
+                               *(g.metric for g in algorithm.goals), "params", "latency_ms", "step_ms"]))
 
 
 def write_results(algorithm: SearchAlgorithm, output_dir: str) -> None:
@@ -63,8 +83,8 @@ def write_results(algorithm: SearchAlgorithm, output_dir: str) -> None:
             os.path.join(output_dir, "best_genotype.json"),
             {
                 "trial_id": trial.trial_id,
-                "objective": algorithm.objective,
-                "value": outcome.metrics[algorithm.objective],
+                "objective": "reward" if algorithm.reward else algorithm.objective,
+                "value": algorithm.score(outcome.metrics),
                 "metrics": dict(outcome.metrics),
                 "genotype": trial.genotype.to_json(),
                 "genotype_string": str(trial.genotype),
@@ -73,17 +93,25 @@ def write_results(algorithm: SearchAlgorithm, output_dir: str) -> None:
 
 
 def top_trials(table: pd.DataFrame, algorithm: SearchAlgorithm, k: int) -> pd.DataFrame:
-    """The k best successful rows of `table` by the objective at the highest rung (higher rungs
-    first; ties: the earlier trial)."""
+    """The k best successful rows of `table` by the objective (the reward, with one) at the highest
+    rung (higher rungs first; ties: the earlier trial)."""
     ok = table[table.status == "ok"].assign(_rung=lambda t: t.rung.fillna(0))
-    order = ok.sort_values(["_rung", algorithm.objective, "trial_id"], ascending=[False, algorithm.mode == "min", True])
+    by = "reward" if algorithm.reward else algorithm.objective
+    order = ok.sort_values(["_rung", by, "trial_id"], ascending=[False, algorithm.mode == "min", True])
     return order.drop(columns="_rung").head(k)
+
+
+def front_trials(table: pd.DataFrame, algorithm: SearchAlgorithm) -> pd.DataFrame:
+    """The trials on the front of the search's goals, cheapest by its second goal first."""
+    front = table[table.on_front.astype(bool)]
+    goal = algorithm.goals[-1]
+    return front.sort_values(goal.metric, ascending=goal.mode == "min")
 
 
 def top_table(algorithm: SearchAlgorithm, k: int = 5) -> str:
     """The k best successful trials as a printable table."""
     top = top_trials(results_table(algorithm), algorithm, k)
-    shown = ["trial_id", "parent_id", *(["rung", "epochs"] if algorithm.rungs else []), algorithm.objective,
-             "params", "train_seconds", "mutation"]
+    shown = ["trial_id", "parent_id", *(["rung", "epochs"] if algorithm.rungs else []), *shown_measures(algorithm),
+             "train_seconds", "mutation"]
     top = top[list(dict.fromkeys(shown))]
     return top.to_string(index=False, float_format=lambda v: f"{v:.4f}", max_colwidth=60)

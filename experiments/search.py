@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from evolution import ALGORITHMS, JournalLock, SearchAlgorithm, make_algorithm, resume
+from evolution.objectives import LIMITED, MEASURES, Limits, MnasReward, parse_goals
 from evolution.rungs import Rungs
 from experiments.results import top_table, write_results
 from searchspace import SearchSpace, space_from_config
@@ -54,6 +55,13 @@ class SearchConfig:
     upload_to: str | None = None  # gs://BUCKET/PATH: a copy of the results, kept up to date
     rungs: tuple[int, ...] = ()  # multi-fidelity: epochs at which trials report (evolution/rungs.py)
     reduction_factor: float = 3.0
+    objectives: tuple[str, ...] = ()  # pareto_evolution's goals, e.g. ("val_accuracy:max", "latency_ms:min")
+    max_params: int = 0  # size limits: a child over one is rejected before training (0: none)
+    max_multiply_adds: int = 0
+    max_latency_ms: float = 0.0  # batch-1 latency limit: measured by the trial, infeasible over it
+    latency_target_ms: float = 0.0  # > 0: MnasNet's reward, accuracy x (cost / target)^latency_weight
+    latency_weight: float = -0.07
+    cost_metric: str = "latency_ms"  # the reward's cost measure
     proxy: ProxyConfig = field(default_factory=ProxyConfig)
 
     def __post_init__(self) -> None:
@@ -73,6 +81,23 @@ class SearchConfig:
             Rungs(self.rungs, self.reduction_factor)  # validates them
             if self.proxy.tpu or self.tpus_per_trial:
                 raise ValueError("rungs: TPU trials train through Keras's fit and have no rungs yet")
+            if self.proxy.train_seconds:
+                raise ValueError("train_seconds: a time budget per candidate replaces --rungs' epochs; give one")
+        if self.cost_metric not in MEASURES:
+            raise ValueError(f"cost_metric: unknown {self.cost_metric!r}; known: {sorted(MEASURES)}")
+        if self.objectives and self.algorithm != "pareto_evolution":
+            raise ValueError("objectives: several objectives need --algorithm=pareto_evolution")
+        parse_goals(list(self.objectives), MEASURES)  # validates them
+        self.limits()
+        self.reward()
+
+    def limits(self) -> Limits:
+        return Limits({m: getattr(self, f"max_{m}") for m in LIMITED if getattr(self, f"max_{m}")})
+
+    def reward(self) -> MnasReward | None:
+        if not self.latency_target_ms:
+            return None
+        return MnasReward(self.cost_metric, self.latency_target_ms, self.latency_weight)
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -80,7 +105,17 @@ class SearchConfig:
         return data
 
     def algorithm_params(self) -> dict[str, Any]:
-        return {"population_size": self.population_size, "sample_size": self.sample_size}
+        goals = parse_goals(list(self.objectives) or ["val_accuracy:max", "latency_ms:min"], MEASURES)
+        return {"population_size": self.population_size, "sample_size": self.sample_size,
+                "objectives": [str(g) for g in goals]}
+
+    def size_measure(self) -> Callable[[Any], dict[str, int]] | None:
+        """With a size limit: a child's size, built in a Ray worker (Ray is up when it is asked)."""
+        if not (self.max_params or self.max_multiply_adds):
+            return None
+        from experiments.trial import size_measure
+
+        return size_measure(self.proxy.to_dict(), self.search_space().to_config())
 
     def search_space(self) -> SearchSpace:
         """The space candidates come from: NASNet cells, the one family the proxy trainer builds."""
@@ -90,13 +125,15 @@ class SearchConfig:
                       ) -> SearchAlgorithm:
         rungs = Rungs(self.rungs, self.reduction_factor) if self.rungs else None
         return make_algorithm(self.algorithm, self.search_space(), self.algorithm_params(), seed=self.seed,
-                              journal_path=journal_path, journal_lock=journal_lock, rungs=rungs)
+                              journal_path=journal_path, journal_lock=journal_lock, rungs=rungs,
+                              reward=self.reward(), limits=self.limits(), measure=self.size_measure())
 
 
 def _comparable_proxy(proxy: dict[str, Any]) -> dict[str, Any]:
     """The proxy settings that change a candidate's fitness (not its time limit or threads); a
     setting that an older search_config.json lacks had its default then; image sizes as resolved."""
-    settings = {**ProxyConfig().to_dict(), **proxy}
+    known = ProxyConfig().to_dict()
+    settings = {**known, **{k: v for k, v in proxy.items() if k in known}}  # an older config's max_params left out
     settings["image_size"] = ProxyConfig(**settings).input_size
     return {k: v for k, v in settings.items() if k not in ("timeout_s", "threads", "tpu")}
 
@@ -126,7 +163,7 @@ def open_search(config: SearchConfig) -> SearchAlgorithm:
     config_path = os.path.join(config.output_dir, CONFIG)
     lock = JournalLock(journal)  # one driver per search, from before it reads or writes anything
     if os.path.exists(journal) and os.path.getsize(journal) > 0:
-        algorithm = resume(journal, lock=lock)
+        algorithm = resume(journal, lock=lock, measure=config.size_measure())
         saved = read_json(config_path) if os.path.exists(config_path) else None
         changed = _changed_settings(config, algorithm, saved)
         if changed:
@@ -196,6 +233,9 @@ class CircuitBreaker:
         self.last_error: str | None = None
 
     def record(self, status: str, error: str | None) -> None:
+        """An infeasible candidate (over a limit) is neither a failure nor a success here."""
+        if status == "infeasible":
+            return
         self.in_a_row = self.in_a_row + 1 if status != "ok" else 0
         self.last_error = error if status != "ok" else self.last_error
 
@@ -379,23 +419,35 @@ def _upload(copy, where: str) -> None:
 
 def on_result(algorithm: SearchAlgorithm, trial_id: int, config: SearchConfig) -> None:
     """After each result: rewrite the results files (and their gs:// copy) and print one line."""
-    if algorithm.rungs:
-        from evolution.tune_searcher import checkpoint_dir
+    from evolution.tune_searcher import checkpoint_dir
 
-        shutil.rmtree(checkpoint_dir(os.path.join(config.output_dir, CHECKPOINTS), trial_id), ignore_errors=True)
+    shutil.rmtree(checkpoint_dir(os.path.join(config.output_dir, CHECKPOINTS), trial_id), ignore_errors=True)
     write_results(algorithm, config.output_dir)
     if config.upload_to:
         _upload(lambda: upload_results(config.output_dir, config.upload_to), config.upload_to)
     trial, outcome = algorithm.trials[trial_id], algorithm.outcomes[trial_id]
     origin = "random" if trial.parent_id is None else f"child of {trial.parent_id}: {trial.mutation}"
     if outcome.status == "ok":
-        result = f"{algorithm.objective} {outcome.metrics[algorithm.objective]:.4f}"
+        result = describe_result(algorithm, outcome.metrics)
     else:
-        result = f"FAILED ({outcome.error})"
+        result = f"{outcome.status.upper()} ({outcome.error})"
     best_trial, best_outcome = algorithm.best() or (None, None)
-    best = f"best {best_outcome.metrics[algorithm.objective]:.4f}" if best_outcome else "no best yet"
+    best = f"best {algorithm.score(best_outcome.metrics):.4f}" if best_outcome else "no best yet"
     print(f"[{algorithm.completed()}/{config.max_trials}] trial {trial_id} ({origin}): {result}; {best}",
           flush=True)
+
+
+def describe_result(algorithm: SearchAlgorithm, metrics: dict[str, Any]) -> str:
+    """The objective (and the reward, with one), then each other goal and cost measure reported."""
+    parts = [f"{algorithm.objective} {metrics[algorithm.objective]:.4f}"]
+    if algorithm.reward is not None:
+        parts.append(f"reward {algorithm.score(metrics):.4f}")
+    if "params" in metrics:
+        parts.append(f"{metrics['params']:,.0f} params")
+    for name, label in (("latency_ms", "latency"), ("step_ms", "step")):
+        if name in metrics:
+            parts.append(f"{label} {metrics[name]:.3g} ms")
+    return ", ".join(parts)
 
 
 def on_rung(algorithm: SearchAlgorithm, trial_id: int, decision: str) -> None:
@@ -408,15 +460,18 @@ def on_rung(algorithm: SearchAlgorithm, trial_id: int, decision: str) -> None:
 
 def summary(algorithm: SearchAlgorithm, output_dir: str) -> str:
     done = algorithm.completed()
-    failed = sum(o.status != "ok" for o in algorithm.outcomes.values())
-    lines = [f"{done} trials done ({failed} failed); results in {output_dir}/results.csv"]
+    failed = sum(o.status == "failed" for o in algorithm.outcomes.values())
+    infeasible = sum(o.status == "infeasible" for o in algorithm.outcomes.values())
+    over = f", {infeasible} infeasible" if infeasible else ""
+    rejected = f"; {algorithm.rejected} children rejected untrained for their size" if algorithm.rejected else ""
+    lines = [f"{done} trials done ({failed} failed{over}){rejected}; results in {output_dir}/results.csv"]
     best = algorithm.best()
     if best is None:
         lines.append("no trial succeeded")
     else:
         trial, outcome = best
-        value = outcome.metrics[algorithm.objective]
-        lines.append(f"best {algorithm.objective}: {value:.4f} (trial {trial.trial_id}); "
+        value = algorithm.score(outcome.metrics)
+        lines.append(f"best {'reward' if algorithm.reward else algorithm.objective}: {value:.4f} (trial {trial.trial_id}); "
                      f"genotype in {output_dir}/best_genotype.json")
         lines.append("top 5:")
         lines.append(top_table(algorithm, 5))

@@ -19,7 +19,7 @@ import numpy as np
 
 from evolution import ALGORITHMS, make_algorithm
 from evolution.rungs import CONTINUE, Rungs
-from experiments.tabular import SPACES, Table, sample_std
+from experiments.tabular import SPACES, Table, TableCosts, sample_std
 
 FRACTIONS = (0.1, 0.25, 0.5, 1.0)  # of the budget, where the summary is given
 GRID_POINTS = 200  # the plotted curve's points over the budget
@@ -73,12 +73,13 @@ def pick_rule(fidelities: Fidelities) -> str:
 
 
 def simulate(table: Table, space_name: str, algorithm: str, fidelities: Fidelities, cost_column: str | None,
-             budget_s: float, workers: int, seed: int, mode: str, params: dict[str, Any]
-             ) -> tuple[np.ndarray, np.ndarray, int]:
+             budget_s: float, workers: int, seed: int, mode: str, params: dict[str, Any],
+             costs: TableCosts = TableCosts()) -> tuple[np.ndarray, np.ndarray, int]:
     """One search: the times of its results, the report metric of the pick after each (NaN before
-    the first), and how many trials it started."""
+    the first), and how many trials it started (a proposal over a limit is rejected at no cost)."""
+    params = {**params, "objectives": [str(g) for g in costs.objectives]} if costs.objectives else params
     search = make_algorithm(algorithm, SPACES[space_name][0](), params, seed=seed, objective="search", mode=mode,
-                            rungs=fidelities.algorithm_rungs())
+                            rungs=fidelities.algorithm_rungs(), **costs.algorithm_kwargs(table))
     epochs = fidelities.rungs or (fidelities.first,)
     values = [table.columns[fidelities.columns[e]] for e in epochs]
     cost = table.columns[cost_column] if cost_column else None
@@ -100,14 +101,15 @@ def simulate(table: Table, space_name: str, algorithm: str, fidelities: Fideliti
             break
         key = keys[trial_id]
         per_epoch = cost[key] if cost else 1.0
-        metrics = {"search": values[rung][key], "seconds_per_epoch": per_epoch}
+        metrics = {"search": values[rung][key], "seconds_per_epoch": per_epoch, **costs.figures(table, key)}
         if fidelities.rungs and search.report(trial_id, rung, metrics) == CONTINUE:
             heapq.heappush(events, (now + (epochs[rung + 1] - epochs[rung]) * per_epoch, trial_id, rung + 1))
         else:
             search.tell(trial_id, {**metrics, **search.rung_results.get(trial_id, [{}])[-1]})
             start(now)
         times.append(now)
-        picks.append(table.report[search.best()[0].genotype.key()])
+        best = search.best()
+        picks.append(table.report[best[0].genotype.key()] if best else math.nan)
     return np.array(times), np.array(picks), len(keys)
 
 
@@ -121,7 +123,7 @@ def at_times(times: np.ndarray, picks: np.ndarray, grid: np.ndarray) -> np.ndarr
 
 def run_time_benchmark(table: Table, space_name: str, algorithms: Sequence[str], fidelities: Fidelities,
                        cost_column: str | None, budget_s: float, workers: int, runs: int, seed: int, mode: str,
-                       params: dict[str, Any]) -> dict[str, Any]:
+                       params: dict[str, Any], costs: TableCosts = TableCosts()) -> dict[str, Any]:
     """Every algorithm `runs` times (seeds seed..seed+runs-1) on the simulated clock: the pick's
     report metric at 10/25/50/100% of the budget (mean, std, 95% interval) and on a time grid."""
     unknown = [a for a in algorithms if a not in ALGORITHMS]
@@ -134,7 +136,7 @@ def run_time_benchmark(table: Table, space_name: str, algorithms: Sequence[str],
     summary, curves, trials = {}, {}, {}
     for name in algorithms:
         runs_out = [simulate(table, space_name, name, fidelities, cost_column, budget_s, workers, seed + r, mode,
-                             params) for r in range(runs)]
+                             params, costs) for r in range(runs)]
         curves[name] = np.stack([at_times(t, p, grid) for t, p, _ in runs_out])
         at_marks = np.stack([at_times(t, p, marks) for t, p, _ in runs_out])
         summary[name] = {f"{f:g}": _stats(at_marks[:, i]) for i, f in enumerate(FRACTIONS)}

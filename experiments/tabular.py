@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from evolution import ALGORITHMS, make_algorithm
+from evolution.objectives import Goal, MnasReward
 from searchspace import NasBench201Genotype, NasBench201Space
 
 log = logging.getLogger(__name__)
@@ -81,12 +82,49 @@ def _finite(raw: Any, path: str, line: int, column: str) -> float:
     return value
 
 
+@dataclass(frozen=True)
+class TableCosts:
+    """Which columns stand for a cell's costs, and how the search uses them: `limits` on "params"
+    (read from `params_column`, in millions as NAS-Bench-201's params_mb) and "latency_ms" (from
+    `latency_column`), judged before a cell is charged; `objectives` (columns) for Pareto
+    evolution; MnasNet's `reward` on the latency column."""
+
+    latency_column: str | None = None
+    params_column: str = "params_mb"
+    objectives: tuple[Goal, ...] = ()
+    limits: dict[str, float] = field(default_factory=dict)
+    reward: MnasReward | None = None
+
+    def columns(self) -> list[str]:
+        """The columns these settings read."""
+        wanted = [g.metric for g in self.objectives] + ([self.latency_column] if self.latency_column else [])
+        if "params" in self.limits:
+            wanted.append(self.params_column)
+        return list(dict.fromkeys(wanted))
+
+    def figures(self, table: Table, key: str) -> dict[str, float]:
+        figures = {g.metric: table.columns[g.metric][key] for g in self.objectives}
+        if self.latency_column:
+            figures["latency_ms"] = table.columns[self.latency_column][key]
+        if "params" in self.limits:
+            figures["params"] = 1e6 * table.columns[self.params_column][key]
+        return figures
+
+    def algorithm_kwargs(self, table: Table) -> dict[str, Any]:
+        if ("latency_ms" in self.limits or self.reward) and not self.latency_column:
+            raise ValueError("--max_latency_ms and --latency_target_ms need --latency_column")
+        measure = (lambda genotype: self.figures(table, genotype.key())) if self.limits else None
+        return {"limits": self.limits, "measure": measure, "reward": self.reward}
+
+
 def run_once(table: Table, space_name: str, algorithm: str, budget: int, seed: int, mode: str,
-             params: dict[str, Any], dedup: bool) -> tuple[np.ndarray, list[str]]:
+             params: dict[str, Any], dedup: bool, costs: TableCosts = TableCosts()) -> tuple[np.ndarray, list[str]]:
     """One search: the report metric of the pick after each charged evaluation, and the keys of
-    the architectures charged, in order (with --dedup, never the same one twice)."""
-    search = make_algorithm(algorithm, SPACES[space_name][0](), params, seed=seed, objective="search", mode=mode)
-    sign = 1.0 if mode == "max" else -1.0
+    the architectures charged, in order (with --dedup, never the same one twice). A proposal that
+    breaks a limit is rejected before it is charged."""
+    params = {**params, "objectives": [str(g) for g in costs.objectives]} if costs.objectives else params
+    search = make_algorithm(algorithm, SPACES[space_name][0](), params, seed=seed, objective="search", mode=mode,
+                            **costs.algorithm_kwargs(table))
     curve = np.empty(budget)
     evaluated: set[str] = set()
     charged_keys: list[str] = []
@@ -99,14 +137,13 @@ def run_once(table: Table, space_name: str, algorithm: str, budget: int, seed: i
                              "the budget exceeds what --dedup can find")
         trial = search.ask()
         key = trial.genotype.key()
-        value = table.search[key]
-        search.tell(trial.trial_id, {"search": value})
+        search.tell(trial.trial_id, {"search": table.search[key], **costs.figures(table, key)})
         if dedup and key in evaluated:
             continue
         evaluated.add(key)
         charged_keys.append(key)
-        if sign * value > best_search:
-            best_search, best_report = sign * value, table.report[key]
+        if search.outcomes[trial.trial_id].status == "ok" and search.fitness(trial.trial_id) > best_search:
+            best_search, best_report = search.fitness(trial.trial_id), table.report[key]
         curve[charged] = best_report
         charged += 1
     return curve, charged_keys
@@ -140,8 +177,16 @@ def checkpoints(budget: int) -> list[int]:
 
 
 def run_benchmark(table: Table, space_name: str, algorithms: Sequence[str], budget: int, runs: int,
-                  seed: int, mode: str, params: dict[str, Any], dedup: bool) -> dict[str, Any]:
-    """Every algorithm `runs` times (seeds seed..seed+runs-1); curves and summary figures."""
+                  seed: int, mode: str, params: dict[str, Any], dedup: bool, costs: TableCosts = TableCosts(),
+                  gap_limits: Sequence[float] = (), report_metric: str = "", marks: Sequence[int] = ()
+                  ) -> dict[str, Any]:
+    """Every algorithm `runs` times (seeds seed..seed+runs-1); curves and summary figures. With
+    objectives: at each budget the hypervolume fraction of what was evaluated (experiments/fronts.py)
+    and each run's front at the end; with `gap_limits` on the latency column: the mean gap under them
+    (the table's front and the gaps score cells by the column `report_metric`). Figures are given at
+    `marks` evaluations (default: about 10, 25, 50 and 100% of the budget)."""
+    from experiments.fronts import LimitGaps, TableFront, found_front
+
     unknown = [a for a in algorithms if a not in ALGORITHMS]
     if unknown:
         raise ValueError(f"algorithms: unknown {unknown}; known: {sorted(ALGORITHMS)}")
@@ -149,13 +194,41 @@ def run_benchmark(table: Table, space_name: str, algorithms: Sequence[str], budg
         raise ValueError("budget and runs must be at least 1")
     if dedup and budget > len(table.search):
         raise ValueError(f"budget {budget} exceeds the {len(table.search)} architectures of the table")
-    curves = {a: np.stack([run_once(table, space_name, a, budget, seed + r, mode, params, dedup)[0]
-                           for r in range(runs)]) for a in algorithms}
-    summary = {}
-    for name, curve in curves.items():
-        summary[name] = {
-            str(b): {"mean": float(curve[:, b - 1].mean()), "std": sample_std(curve[:, b - 1])}
-            for b in checkpoints(budget)
-        }
-    return {"budget": budget, "runs": runs, "seed": seed, "dedup": dedup, "params": params,
-            "summary": summary, "curves": curves}
+    marks = sorted(set(marks)) or checkpoints(budget)
+    if marks[0] < 1 or marks[-1] > budget:
+        raise ValueError(f"evaluations to report at: {marks} must lie within 1..{budget}")
+    if gap_limits and not costs.objectives:
+        raise ValueError("limit gaps score a search's front: give --objectives")
+    true_front = TableFront.of(table, costs.objectives, report_metric) if len(costs.objectives) > 1 else None
+    gaps = LimitGaps.of(table, costs.latency_column, gap_limits) if gap_limits and costs.latency_column else None
+    curves, summary, fronts = {}, {}, {}
+    for name in algorithms:
+        outs = [run_once(table, space_name, name, budget, seed + r, mode, params, dedup, costs) for r in range(runs)]
+        curve = curves[name] = np.stack([c for c, _ in outs])
+        summary[name] = {str(b): {"mean": float(curve[:, b - 1].mean()), "std": sample_std(curve[:, b - 1])}
+                         for b in marks}
+        for b in marks:
+            if true_front is not None:
+                fractions = [true_front.hypervolume_fraction(table, found_front(table, keys[:b], costs.objectives))
+                             for _, keys in outs]
+                summary[name][str(b)]["hypervolume_fraction"] = _mean_std(fractions)
+            if gaps is not None:
+                per_run = [gaps.gaps(table, found_front(table, keys[:b], costs.objectives)).mean() for _, keys in outs]
+                summary[name][str(b)]["limit_gap"] = _mean_std(per_run)
+        if costs.objectives:
+            fronts[name] = [found_front(table, keys, costs.objectives) for _, keys in outs]
+    result = {"budget": budget, "runs": runs, "seed": seed, "dedup": dedup, "params": params,
+              "summary": summary, "curves": curves}
+    if costs.objectives:
+        result["objectives"] = [str(g) for g in costs.objectives]
+        result["fronts"] = fronts
+    if true_front is not None:
+        result["table_front_size"] = len(true_front.keys)
+    if gaps is not None:
+        result["gap_limits"] = list(gaps.limits)
+    return result
+
+
+def _mean_std(values: Sequence[float]) -> dict[str, float]:
+    values = np.asarray(values, dtype=float)
+    return {"mean": float(values.mean()), "std": sample_std(values)}

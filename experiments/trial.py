@@ -153,7 +153,8 @@ def run_trial(config: dict[str, Any], proxy: dict[str, Any], space: dict[str, An
         done = start_watchdog(limit, f"trial {trial_id}", on_hang=write_down)
     try:  # a warm worker outlives the trial: its watchdog must stand down however the trial ends
         if not error:
-            metrics = train_candidate(genotype, proxy_config, rungs)
+            metrics = train_candidate(genotype, proxy_config, rungs, state_dir=config.get("checkpoint_dir"),
+                                      max_latency_ms=(config.get("limits") or {}).get("latency_ms", 0.0))
             if rungs is not None:
                 return  # every rung reported; the last one ended the trial
     except CandidateFailed as err:
@@ -165,6 +166,25 @@ def run_trial(config: dict[str, Any], proxy: dict[str, Any], space: dict[str, An
             done.set()
     tune.report(tune_result({**metrics, "load_seconds": load_seconds + metrics.get("load_seconds", 0.0),
                              "error": error, "import_seconds": import_seconds, **worker_facts(t_start)}))
+
+
+@ray.remote(num_cpus=0)
+def measure_size(genotype_json: Any, proxy: dict[str, Any], space: dict[str, Any]) -> dict[str, int]:
+    """A child's trainable parameters and multiply-adds, for the search driver's size limits: built
+    (not trained) in a Ray worker, since the driver must not import TensorFlow."""
+    from searchspace import space_from_config
+    from trainer.candidate import candidate_size
+    from trainer.proxy import ProxyConfig
+
+    return candidate_size(space_from_config(space).genotype_from_json(genotype_json), ProxyConfig(**proxy))
+
+
+def size_measure(proxy: dict[str, Any], space: dict[str, Any]) -> Callable[[Any], dict[str, int]]:
+    """The search algorithm's `measure`: a genotype's size from `measure_size` (Ray must be up)."""
+    def measure(genotype: Any) -> dict[str, int]:
+        return ray.get(measure_size.remote(genotype.to_json(), proxy, space), timeout=600)
+
+    return measure
 
 
 def _describe(err: Exception) -> str:

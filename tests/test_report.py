@@ -43,14 +43,15 @@ def _search(folder: str, algorithm: str, n: int = 12) -> str:
 def _promote(folder: str, search: str) -> str:
     """A promote dir as `amoeba promote` leaves it: its plan, two trained models' results, a comparison."""
     config = PromoteConfig(output_dir=folder, data=os.path.join(folder, "data"), recipe={"train_steps": 10},
-                           search_dirs=(search,), top_k=1, baselines=("resnet20",))
+                           search_dirs=(search,), top_k=1, baselines=("resnet20",), target_top1=0.45)
     planned = open_plan(config)
     from trainer import storage
 
     for i, m in enumerate(planned):
         storage.write_json(os.path.join(folder, "models", m.name, "result.json"), {
             "params": 270_000 + i, "multiply_adds": 40_000_000 + i, "top1": 0.6 - i / 10, "top5": 0.9, "epochs": 3,
-            "wall_seconds": 100.0, "images_per_sec": 50.0, "history": []})
+            "wall_seconds": 100.0, "images_per_sec": 50.0,
+            "history": [{"step": 10, "wall_seconds": 60.0 * (i + 1), "top1": 0.5, "top5": 0.9}]})
     write_comparison(folder, comparison_table(config, planned, {}))
     return folder
 
@@ -72,7 +73,10 @@ def test_report_tables_and_figures(runs):
     loaded = [load_run(folder) for folder in runs]
     page, text = build_report(loaded)
     assert "regularized_evolution" in text and "random" in text and "resnet20" in text
-    assert "The best searched cell, re-trial" in text and "), beats the best baseline, resnet20 (top-1 0.5000" in text
+    assert "On accuracy, the best searched cell, re-trial" in text
+    assert "), beats the best baseline, resnet20 (top-1 0.5000" in text
+    assert re.search(r"On time to the top1 target, the fastest searched cell, re-trial\d+ \(1\.0 min\), beats the "
+                     r"fastest baseline, resnet20 \(2\.0 min\)\.", text)
     # progress, the search's Pareto figure, the promote Pareto figure, and the 3 + 3 best cells; the
     # promoted cell is the evolution search's best, drawn once under both names
     assert figure_count(page) == 3 + 6

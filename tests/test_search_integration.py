@@ -55,6 +55,27 @@ def test_tiny_search_through_ray_tune_then_resume(tmp_path):
     assert len(resume(os.path.join(out, "journal.jsonl"), read_only=True).trials) == 8
 
 
+@pytest.mark.integration
+def test_limits_reject_big_children_and_record_slow_ones_infeasible_without_tripping_the_breaker(tmp_path):
+    """A Pareto search under a size limit (judged by building each child in a Ray worker, before any
+    training) and a latency limit no cell meets (judged by each trial on its own device): every
+    trial is infeasible, untrained, and the breaker (1 failure) does not trip."""
+    out = str(tmp_path / "limited")
+    result = amoeba("search", f"--output_dir={out}", "--max_trials=4", *TINY_SEARCH, "--algorithm=pareto_evolution",
+                    "--objectives=val_accuracy:max,latency_ms:min", "--max_params=8000", "--max_latency_ms=0.001",
+                    "--max_consecutive_failures=1")
+    assert "4 trials done (0 failed, 4 infeasible)" in result.stdout and "rejected untrained" in result.stdout
+    assert "INFEASIBLE (latency_ms" in result.stdout
+    table = pd.read_csv(os.path.join(out, "results.csv"))
+    assert set(table.status) == {"infeasible"} and (table.params <= 8000).all() and (table.latency_ms > 0).all()
+    assert table.train_seconds.isna().all()  # measured, never trained
+    with open(os.path.join(out, "journal.jsonl")) as f:
+        rejects = [e for e in map(json.loads, f) if e["event"] == "reject"]
+    assert rejects and all(e["figures"]["params"] > 8000 for e in rejects)
+    shown = amoeba("results", out, "--top=0").stdout
+    assert "4/4 done (0 failed, 4 infeasible)" in shown and shown.count(" infeasible ") == 4
+
+
 def test_config_errors_fail_at_once_without_a_journal(tmp_path):
     out = str(tmp_path / "bad")
     for flags, message in [

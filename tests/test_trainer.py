@@ -10,7 +10,7 @@ import pytest
 from searchspace import Block, NasNetGenotype, make_cell
 from searchspace.ops import NASNET_OPS
 from searchspace.references import REFERENCES
-from trainer.candidate import CandidateFailed, train_candidate, train_with_strategy
+from trainer.candidate import CandidateFailed, candidate_size, train_candidate, train_with_strategy
 from trainer.proxy_data import eval_pipeline, load_digits, load_proxy_data
 from trainer.nasnet import NasNetConfig, build_nasnet
 from trainer.proxy import PROXY_DATASETS
@@ -76,10 +76,17 @@ def test_every_proxy_dataset_has_a_loader_and_bad_config_fails():
 
 @pytest.mark.integration
 def test_train_candidate_learns_digits():
-    metrics = train_candidate(TINY, ProxyConfig(epochs=3, filters=8))
+    proxy = ProxyConfig(epochs=3, filters=8)
+    metrics = train_candidate(TINY, proxy)
     assert metrics["val_accuracy"] > 0.5  # chance is 0.1
     assert metrics["params"] > 1000 and metrics["images_per_sec"] > 0
     assert metrics["first_step_seconds"] < metrics["train_seconds"]
+    # costs: trainable parameters as papers count them (the same before training), latencies, step time
+    model = build_nasnet(TINY, (8, 8, 1), 10, NasNetConfig(3, 8, "cifar"))
+    trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
+    assert metrics["params"] == trainable == candidate_size(TINY, proxy)["params"] < model.count_params()
+    assert 0 < metrics["latency_ms"] < metrics["latency_ms_batch"] and metrics["eval_batch"] == 360
+    assert 0 < metrics["step_ms"] < 1000 * metrics["train_seconds"]
 
 
 @pytest.mark.parametrize("precision", ["bfloat16", "mixed_float16"])
@@ -97,10 +104,19 @@ def test_the_strategy_path_of_tpu_trials_learns_digits_under_the_default_strateg
     assert metrics["val_accuracy"] > 0.5 and metrics["validation_images"] == 360  # chance is 0.1
 
 
-def test_a_candidate_over_max_params_fails_untrained():
-    with pytest.raises(CandidateFailed, match=r"too large: [0-9,]+ parameters, over the limit of 1,000 "
-                                              r"\(--max_params\); not trained"):
-        train_candidate(TINY, ProxyConfig(epochs=50, filters=8, max_params=1000))
+def test_a_timed_candidate_fixes_its_step_count_and_a_slow_one_is_measured_untrained(tmp_path):
+    proxy = ProxyConfig(train_seconds=0.5, filters=8)
+    metrics = train_candidate(TINY, proxy, state_dir=str(tmp_path))
+    with open(tmp_path / "train_steps.json") as f:
+        recorded = json.load(f)
+    assert metrics["train_steps"] == recorded["train_steps"] >= 6  # 5 calibration steps, then the rest
+    assert metrics["train_steps"] * metrics["calibration_step_ms"] == pytest.approx(500, rel=0.2)
+    assert metrics["epochs"] == pytest.approx(metrics["train_steps"] / (1437 // 64))
+    with open(tmp_path / "train_steps.json", "w") as f:  # as a re-issued trial finds it
+        json.dump({"train_steps": 9, "calibration_step_ms": 50.0}, f)
+    assert train_candidate(TINY, proxy, state_dir=str(tmp_path))["train_steps"] == 9
+    slow = train_candidate(TINY, ProxyConfig(epochs=50, filters=8), max_latency_ms=1e-6)
+    assert slow["latency_ms"] > 1e-6 and np.isnan(slow["val_accuracy"]) and "train_seconds" not in slow
 
 
 @pytest.mark.integration

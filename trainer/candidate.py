@@ -5,14 +5,22 @@ A plain tf.function training step instead of `model.fit`, with the cheapest firs
 tracing (a step that creates variables is traced twice), the update is one fused TensorFlow op per
 variable (`MomentumSGD`), batch norm is one fused op (trainer/nasnet.py FusedBatchNormalization),
 Grappler's graph optimisation is off (0.5 s of the first step; with fused batch norm it gained
-nothing per step at 8 or 32 px), and a validation set of up to 1,024 images is evaluated eagerly
-(cheaper than tracing an evaluation step). Each call starts from a cleared Keras session, so a
+nothing per step at 8 or 32 px). Each call starts from a cleared Keras session, so a
 warm worker process trains trial after trial with results identical to a fresh process's, and its
 memory stays flat (benchmarks/trial_memory.py). Precision follows `amoeba train`'s (mixed_float16
 with dynamic loss scaling). TPU trials train through Keras's fit under a TPUStrategy instead
-(`train_with_strategy`), since the loop here is written for one device. Candidate failures (NaN
-loss, out of memory, timeout, over --max_params) raise `CandidateFailed` with the reason; anything
-else propagates.
+(`train_with_strategy`), since the loop here is written for one device. Evaluation and the
+batch-1 latency share one traced inference function (any batch size, one trace). Candidate failures (NaN
+loss, out of memory, timeout) raise `CandidateFailed` with the reason; anything else propagates.
+
+Costs, measured where the candidate trains: trainable parameters and multiply-adds (as papers
+count them), inference latency at batch 1 (eager calls on the trial's device, median of
+`LATENCY_REPEATS` after a warm-up, before training; a candidate over `max_latency_ms` is reported
+with its figures, untrained), latency at the evaluation batch (median over the validation
+batches), and the steady-state training step time (median, first step excluded). With
+`proxy.train_seconds` a candidate trains for that long by its own step time: the step count is
+fixed from the median of its first `CALIBRATION_STEPS` steady steps, recorded in the metrics and,
+with a `state_dir`, in a file there that a re-issued trial trains to again.
 
 With rungs (a multi-fidelity search) one call trains through them: at each rung it evaluates,
 writes a checkpoint (weights, batch-norm statistics, momentum; TensorFlow's checkpoint format,
@@ -29,7 +37,10 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
+import json
 import math
+import os
+import statistics
 import time
 from typing import Iterator
 
@@ -37,15 +48,17 @@ import keras
 import tensorflow as tf
 
 from searchspace.nasnet import NasNetGenotype
-from trainer.flops import count_multiply_adds
+from trainer.models import model_report
 from trainer.nasnet import NasNetConfig, build_nasnet
-from trainer.proxy import PRECISIONS, ProxyConfig
+from trainer.proxy import PRECISIONS, ProxyConfig, proxy_shape
 from trainer.proxy_data import eval_pipeline, load_proxy_data, train_pipeline
 from trainer.rung_state import RungPlan, restore_rung, save_rung
 
 GRAPPLER_OFF = {"disable_meta_optimizer": True}
-EAGER_EVAL_IMAGES = 1024  # up to this many validation images: eager evaluation in batches of
-EAGER_EVAL_BATCH = 512  # this size (benchmarks/README.md: 0.3 s against 0.6-1.3 s traced on digits)
+EVAL_BATCH = 512  # validation images per evaluation call, at most
+LATENCY_REPEATS = 10  # timed batch-1 calls (after one warm-up) whose median is latency_ms
+CALIBRATION_STEPS = 5  # steady steps whose median fixes a --train_seconds candidate's step count
+STEPS_FILE = "train_steps.json"  # in a trial's state dir: the step count it calibrated
 
 
 class CandidateFailed(Exception):
@@ -172,10 +185,12 @@ class RestartingCosine:
         return self.peak * 0.5 * (1.0 + tf.cos(math.pi * progress))
 
 
-def train_candidate(genotype: NasNetGenotype, proxy: ProxyConfig, rungs: RungPlan | None = None
-                    ) -> dict[str, float]:
-    """Train `genotype` on the proxy task; return validation accuracy, size and timings (with
-    `rungs`: those of the last rung reached, each rung's also passed to `rungs.report`)."""
+def train_candidate(genotype: NasNetGenotype, proxy: ProxyConfig, rungs: RungPlan | None = None, *,
+                    max_latency_ms: float = 0.0, state_dir: str | None = None) -> dict[str, float]:
+    """Train `genotype` on the proxy task; return validation accuracy, size, costs and timings (with
+    `rungs`: those of the last rung reached, each rung's also passed to `rungs.report`). Over
+    `max_latency_ms` at batch 1: its size and latency only, untrained (the search records it
+    infeasible)."""
     set_threads(proxy.threads)
     reset_keras()
     t_start = time.perf_counter()
@@ -189,33 +204,94 @@ def train_candidate(genotype: NasNetGenotype, proxy: ProxyConfig, rungs: RungPla
             if rungs is not None:
                 raise ValueError("rungs: a TPU trial trains through Keras's fit and has no rungs yet")
             return train_with_strategy(genotype, proxy, data, tpu_strategy(proxy.tpu))
-        return _train(genotype, proxy, data, t_start, load_seconds, rungs)
+        return _train(genotype, proxy, data, t_start, load_seconds, rungs, max_latency_ms, state_dir)
     finally:
         keras.mixed_precision.set_global_policy("float32")
         reset_keras()
 
 
-def _proxy_network(genotype: NasNetGenotype, proxy: ProxyConfig, data, fused_batch_norm: bool
-                   ) -> tuple[keras.Model, dict[str, int]]:
+def _proxy_network(genotype: NasNetGenotype, proxy: ProxyConfig, input_shape: tuple[int, ...], num_classes: int,
+                   fused_batch_norm: bool) -> tuple[keras.Model, dict[str, int]]:
     """The candidate's proxy network (N cells per stack, F filters, CIFAR stem) and its size
-    (params, multiply_adds per image); CandidateFailed, before any training, over `proxy.max_params`."""
+    (trainable params, multiply_adds per image)."""
     config = NasNetConfig(num_cells=3 * proxy.num_cells, filters=proxy.filters, stem="cifar",
                           fused_batch_norm=fused_batch_norm)
-    model = build_nasnet(genotype, data.input_shape, data.num_classes, config)
-    params = int(model.count_params())
-    if proxy.max_params and params > proxy.max_params:
-        raise CandidateFailed(f"too large: {params:,} parameters, over the limit of {proxy.max_params:,} "
-                              "(--max_params); not trained")
-    return model, {"params": params, "multiply_adds": count_multiply_adds(model)}
+    model = build_nasnet(genotype, input_shape, num_classes, config)
+    return model, model_report(model)
+
+
+def candidate_size(genotype: NasNetGenotype, proxy: ProxyConfig) -> dict[str, int]:
+    """The proxy network's trainable parameters and multiply-adds, built without reading its data
+    (a search's size limits judge a child by this before it is trained)."""
+    reset_keras()
+    try:
+        return _proxy_network(genotype, proxy, *proxy_shape(proxy), fused_batch_norm=True)[1]
+    finally:
+        reset_keras()
+
+
+def _median_ms(seconds: list[float]) -> float | None:
+    return 1000.0 * statistics.median(seconds) if seconds else None
+
+
+def inference_function(model: keras.Model, input_shape: tuple[int, ...]):
+    """The model's inference pass traced once for any batch size: batch-1 latency and evaluation
+    share the trace (an eager call costs 20x the graph's at batch 1 on CPU: Python per op)."""
+    with graph_options(GRAPPLER_OFF):
+        return tf.function(lambda x: model(x, training=False), autograph=False,
+                           input_signature=[tf.TensorSpec([None, *input_shape], tf.float32)])
+
+
+def batch1_latency_ms(infer, image: tf.Tensor) -> float:
+    """Median of LATENCY_REPEATS inference calls at batch 1, after one warm-up (the trace)."""
+    with graph_options(GRAPPLER_OFF):
+        infer(image).numpy()
+        times = []
+        for _ in range(LATENCY_REPEATS):
+            t = time.perf_counter()
+            infer(image).numpy()
+            times.append(time.perf_counter() - t)
+    return _median_ms(times)
+
+
+def _fixed_steps(state_dir: str | None) -> int | None:
+    """The step count a --train_seconds trial calibrated before (a re-issued trial trains to it)."""
+    path = state_dir and os.path.join(state_dir, STEPS_FILE)
+    if path and os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            return int(json.load(f)["train_steps"])
+    return None
+
+
+def _record_steps(state_dir: str | None, steps: int, step_ms: float) -> None:
+    if state_dir:
+        os.makedirs(state_dir, exist_ok=True)
+        temp = os.path.join(state_dir, STEPS_FILE + ".tmp")
+        with open(temp, "w", encoding="utf-8") as f:
+            json.dump({"train_steps": steps, "calibration_step_ms": step_ms}, f)
+        os.replace(temp, os.path.join(state_dir, STEPS_FILE))
 
 
 def _train(genotype: NasNetGenotype, proxy: ProxyConfig, data, t_start: float, load_seconds: float,
-           rungs: RungPlan | None = None) -> dict[str, float]:
+           rungs: RungPlan | None = None, max_latency_ms: float = 0.0, state_dir: str | None = None
+           ) -> dict[str, float]:
     # Keras's own batch norm in 16-bit compute: the fused layer is written for float32
-    model, size = _proxy_network(genotype, proxy, data, fused_batch_norm=proxy.precision == "float32")
+    model, size = _proxy_network(genotype, proxy, data.input_shape, data.num_classes,
+                                 fused_batch_norm=proxy.precision == "float32")
+    infer = inference_function(model, data.input_shape)
+    first_image = next(iter(eval_pipeline(data.x_val[:1], data.y_val[:1], 1)))[0]
+    t_latency = time.perf_counter()
+    size["latency_ms"] = batch1_latency_ms(infer, first_image)
+    size["latency_seconds"] = time.perf_counter() - t_latency  # the inference trace (evaluation reuses it) and calls
+    if max_latency_ms and size["latency_ms"] > max_latency_ms:
+        return {"val_accuracy": math.nan, **size, "load_seconds": load_seconds,
+                "setup_seconds": time.perf_counter() - t_start}
     steps_per_epoch = len(data.x_train) // proxy.batch_size
-    ends = list(rungs.epochs) if rungs else [proxy.epochs]
-    schedule = RestartingCosine(proxy.learning_rate, steps_per_epoch * ends[0])
+    timed = proxy.train_seconds > 0 and rungs is None
+    total_steps = _fixed_steps(state_dir) if timed else None
+    calibration_ms = None
+    ends = list(rungs.epochs) if rungs else [proxy.epochs if not timed else 1 << 30]
+    schedule = RestartingCosine(proxy.learning_rate, total_steps or steps_per_epoch * min(ends[0], 1 << 20))
     optimizer = MomentumSGD(model.trainable_variables, schedule, proxy.momentum)  # before the trace
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
@@ -233,20 +309,19 @@ def _train(genotype: NasNetGenotype, proxy: ProxyConfig, data, t_start: float, l
             optimizer.apply(grads)
         return loss
 
-    def count_correct(x, y, w):
-        logits = tf.cast(model(x, training=False), tf.float32)
+    def eval_step(x, y, w):
+        logits = tf.cast(infer(x), tf.float32)
         correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), y), tf.float32)
         losses = keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
         return tf.reduce_sum(correct * w), tf.reduce_sum(losses * w)
 
-    eager_eval = len(data.x_val) <= EAGER_EVAL_IMAGES
-    eval_step = count_correct if eager_eval else tf.function(count_correct, autograph=False)
-    eval_batch = min(EAGER_EVAL_BATCH, len(data.x_val)) if eager_eval else proxy.batch_size  # no padding
+    eval_batch = min(EVAL_BATCH, len(data.x_val))
     checkpoint = tf.train.Checkpoint(weights=[w.value for w in model.weights],
                                      momentum=optimizer.accumulators) if rungs and rungs.checkpoint_dir else None
 
     setup_seconds = time.perf_counter() - t_start
     first_step_seconds = 0.0
+    step_seconds: list[float] = []  # steady steps (the first, traced one excluded)
     done_epochs, first_rung, reported = 0, 0, []
     if checkpoint is not None and rungs.start_rung:
         done_epochs, reported = restore_rung(checkpoint, rungs.checkpoint_dir)
@@ -259,34 +334,52 @@ def _train(genotype: NasNetGenotype, proxy: ProxyConfig, data, t_start: float, l
         with graph_options(GRAPPLER_OFF):
             for rung in range(first_rung, len(ends)):
                 epochs = ends[rung] - done_epochs
-                schedule.steps.assign(float(steps_per_epoch * epochs))
+                schedule.steps.assign(float(total_steps or steps_per_epoch * min(epochs, 1 << 20)))
                 optimizer.iterations.assign(0)
                 # the time limit starts after the data is in memory, and again at each rung
                 t_train = time.perf_counter()
                 deadline = t_train + proxy.timeout_s if proxy.timeout_s else math.inf
                 train_ds = train_pipeline(data.x_train, data.y_train, proxy.batch_size, proxy.seed + done_epochs,
                                           proxy.spec.augment)
+                rung_steps = 0
                 for epoch in range(done_epochs, ends[rung]):
-                    loss_sum = tf.zeros(())
+                    loss_sum, epoch_steps = tf.zeros(()), 0
                     for step, (x, y) in enumerate(train_ds):
                         t_step = time.perf_counter()
                         loss_sum += train_step(x, y)
                         if epoch == 0 and step == 0:
                             first_step_seconds = time.perf_counter() - t_step
+                        else:
+                            step_seconds.append(time.perf_counter() - t_step)
+                        rung_steps, epoch_steps = rung_steps + 1, epoch_steps + 1
                         if time.perf_counter() > deadline:
                             raise CandidateFailed(f"timeout: over {proxy.timeout_s:g} s in epoch {epoch}")
-                    train_loss = float(loss_sum) / steps_per_epoch
+                        if timed and total_steps is None and len(step_seconds) == CALIBRATION_STEPS:
+                            calibration_ms = _median_ms(step_seconds)
+                            total_steps = max(rung_steps + 1, round(1000 * proxy.train_seconds / calibration_ms))
+                            schedule.steps.assign(float(total_steps))
+                            _record_steps(state_dir, total_steps, calibration_ms)
+                        if timed and total_steps is not None and rung_steps >= total_steps:
+                            break
+                    train_loss = float(loss_sum) / max(epoch_steps, 1)
                     if not math.isfinite(train_loss):
                         raise CandidateFailed(f"NaN loss: mean training loss {train_loss} in epoch {epoch}")
+                    if timed and total_steps is not None and rung_steps >= total_steps:
+                        ends[rung] = epoch + 1
+                        break
                 train_seconds = time.perf_counter() - t_train
                 t_eval = time.perf_counter()
                 correct = loss = 0.0
+                batch_seconds = []  # of full batches
                 for x, y, w in eval_pipeline(data.x_val, data.y_val, eval_batch):
+                    t_batch = time.perf_counter()
                     c, l = eval_step(x, y, w)
                     correct, loss = correct + float(c), loss + float(l)
+                    if x.shape[0] == eval_batch:
+                        batch_seconds.append(time.perf_counter() - t_batch)
                 n_val = len(data.x_val)
                 first = first_step_seconds if done_epochs == 0 else 0.0
-                steady_images = (steps_per_epoch * epochs - (1 if done_epochs == 0 else 0)) * proxy.batch_size
+                steady_images = (rung_steps - (1 if done_epochs == 0 else 0)) * proxy.batch_size
                 metrics = {
                     "val_accuracy": correct / n_val,
                     "validation_images": n_val,
@@ -300,7 +393,14 @@ def _train(genotype: NasNetGenotype, proxy: ProxyConfig, data, t_start: float, l
                     "train_seconds": train_seconds,
                     "eval_seconds": time.perf_counter() - t_eval,
                     "images_per_sec": steady_images / max(train_seconds - first, 1e-9),
+                    "step_ms": _median_ms(step_seconds),
+                    "latency_ms_batch": _median_ms(batch_seconds),
+                    "eval_batch": eval_batch,
                 }
+                if timed:
+                    metrics.update(train_steps=rung_steps, calibration_step_ms=calibration_ms,
+                                   epochs=rung_steps / steps_per_epoch)
+                metrics = {k: v for k, v in metrics.items() if v is not None}
                 done_epochs = ends[rung]
                 if rungs is not None:
                     metrics.update(rung=rung, epochs=done_epochs, seconds_per_epoch=train_seconds / epochs,
@@ -311,7 +411,7 @@ def _train(genotype: NasNetGenotype, proxy: ProxyConfig, data, t_start: float, l
                     rungs.report(metrics)  # returns when the trial goes on
     except tf.errors.ResourceExhaustedError as err:
         raise CandidateFailed(f"out of memory: {err.message.splitlines()[0]}") from None
-    del model, optimizer, train_step, eval_step, checkpoint
+    del model, optimizer, train_step, eval_step, infer, checkpoint
     return metrics
 
 
@@ -338,7 +438,7 @@ def train_with_strategy(genotype: NasNetGenotype, proxy: ProxyConfig, data, stra
     t_start = time.perf_counter()
     steps_per_epoch = len(data.x_train) // proxy.batch_size
     with strategy.scope():
-        model, size = _proxy_network(genotype, proxy, data, fused_batch_norm=False)
+        model, size = _proxy_network(genotype, proxy, data.input_shape, data.num_classes, fused_batch_norm=False)
         schedule = keras.optimizers.schedules.CosineDecay(proxy.learning_rate, steps_per_epoch * proxy.epochs)
         optimizer = keras.optimizers.SGD(schedule, momentum=proxy.momentum, nesterov=True)
         if proxy.precision == "mixed_float16":

@@ -21,6 +21,8 @@ class ProxyDataset:
     image_size: int
     validation_fraction: float
     num_images: int = 0  # a built-in's size (a data dir's is in its metadata.json)
+    channels: int = 3
+    num_classes: int = 0  # a built-in's (a data dir's is in its metadata.json)
     needs_data_dir: bool = False
     augment: bool = False  # CIFAR-style: pad by image_size/8, random crop back, random flip
 
@@ -28,7 +30,7 @@ class ProxyDataset:
 # One entry per proxy dataset; its loader is `trainer.proxy_data.LOADERS[name]`.
 PROXY_DATASETS: dict[str, ProxyDataset] = {
     "digits": ProxyDataset("scikit-learn's 1,797 8x8 handwritten digits (built in)", image_size=8,
-                           validation_fraction=0.2, num_images=1797),
+                           validation_fraction=0.2, num_images=1797, channels=1, num_classes=10),
     "prepared": ProxyDataset("the training split of a dir made by `amoeba prepare` (--data)", image_size=32,
                              validation_fraction=0.1, needs_data_dir=True, augment=True),
 }
@@ -61,7 +63,7 @@ class ProxyConfig:
     seed: int = 0
     timeout_s: float = 900.0  # a candidate still training after this fails; 0: no limit
     threads: int = 0  # TensorFlow intra/inter-op threads; 0: TensorFlow's default
-    max_params: int = 0  # a larger candidate fails when built, untrained; 0: no limit
+    train_seconds: float = 0.0  # > 0: train each candidate this long by its own step time, not `epochs`
     precision: str = "float32"  # bfloat16 and mixed_float16 compute in 16 bits, keep float32 weights
     tpu: str | None = None  # "local": train on this worker's TPU chips (a search's --tpus_per_trial)
 
@@ -80,7 +82,7 @@ class ProxyConfig:
                              f"(--data={self.data}); leave --dataset unset to search on the dir")
         if self.precision not in PRECISIONS:
             raise ValueError(f"proxy precision: unknown {self.precision!r}; known: {list(PRECISIONS)}")
-        for name in ("image_size", "validation_images", "train_images", "timeout_s", "threads", "max_params"):
+        for name in ("image_size", "validation_images", "train_images", "timeout_s", "threads", "train_seconds"):
             if getattr(self, name) < 0:
                 raise ValueError(f"proxy {name}: must be >= 0, got {getattr(self, name)}")
 
@@ -140,6 +142,16 @@ def plan_split(proxy: ProxyConfig, num_images: int) -> SplitPlan:
         raise ValueError(f"{proxy.data or proxy.dataset}: {num_images} training-split images leave {num_train} to "
                          f"train on after {num_val} held out for validation, fewer than batch_size {proxy.batch_size}")
     return SplitPlan(pool, num_val, num_train)
+
+
+def proxy_shape(proxy: ProxyConfig) -> tuple[tuple[int, int, int], int]:
+    """(image shape, number of classes) a candidate is built for, without reading any images."""
+    num_classes = proxy.spec.num_classes
+    if proxy.spec.needs_data_dir:
+        from trainer import records
+
+        num_classes = records.read_metadata(proxy.data).num_classes
+    return (proxy.input_size, proxy.input_size, proxy.spec.channels), num_classes
 
 
 def check_proxy(proxy: ProxyConfig) -> SplitPlan:

@@ -42,6 +42,23 @@ flags.DEFINE_list("rungs", [], "Epochs at which trials report and ASHA decides (
 flags.DEFINE_float("reduction_factor", 3.0, "ASHA's eta: the top 1/eta at a rung goes on.", **F)
 flags.DEFINE_integer("epochs", 12, "Epochs one evaluation costs without --fidelities.", **F)
 flags.DEFINE_bool("dedup", False, "Do not charge an architecture already evaluated to the budget.", **F)
+flags.DEFINE_list("objectives", [], "COLUMN:max|min goals (e.g. val_acc_12ep:max,latency_ms_pixel3:min): "
+                  "pareto_evolution searches them; every algorithm's evaluated cells are scored by the "
+                  "hypervolume of their front against the table's (the report metric in place of the first).", **F)
+flags.DEFINE_string("latency_column", None, "Column of a cell's latency (ms): what --max_latency_ms, "
+                    "--latency_target_ms and the per-limit gaps read.", **F)
+flags.DEFINE_string("params_column", "params_mb", "Column of a cell's parameters, in millions (--max_params).", **F)
+flags.DEFINE_integer("max_params", 0, "A proposal with more parameters is rejected before it is charged.", **F)
+flags.DEFINE_float("max_latency_ms", 0, "A proposal slower than this (--latency_column) is rejected before "
+                   "it is charged.", **F)
+flags.DEFINE_float("latency_target_ms", 0, "> 0: the search scores cells by MnasNet's reward, search metric x "
+                   "(latency / target)^--latency_weight.", **F)
+flags.DEFINE_float("latency_weight", -0.07, "The reward's exponent.", **F)
+flags.DEFINE_list("gap_percentiles", ["5", "15", "25", "35", "45", "55", "65", "75", "85", "95"], "With "
+                  "--latency_column: latency limits at these percentiles of the column, under each of which the "
+                  "best cell's report metric is compared with the search's pick's (the gap, averaged).", **F)
+flags.DEFINE_list("at_evaluations", [], "Evaluation counts to give figures at (default: about 10, 25, 50 and "
+                  "100% of --budget).", **F)
 flags.DEFINE_string("plot", "benchmark.png", "Plot file (.png or .svg); empty for none.", **F)
 flags.DEFINE_enum("format", "text", ["text", "json"], "Output format.", **F)
 
@@ -65,12 +82,18 @@ def main(args: list[str]) -> None:
     for name in ("fidelities", "rungs", "cost_column"):
         if FLAGS[name].value:
             raise app.UsageError(f"--{name} needs --budget_s (a simulated time budget)")
+    from experiments.fronts import percentile_limits
+
     params = {"population_size": FLAGS.population_size, "sample_size": FLAGS.sample_size}
     try:
+        costs = table_costs()
         table = load_table(FLAGS.table, FLAGS.space, FLAGS.arch_column, FLAGS.search_metric,
-                           FLAGS.report_metric)
+                           FLAGS.report_metric, costs.columns())
+        limits = percentile_limits(table, FLAGS.latency_column, [float(p) for p in FLAGS.gap_percentiles]) \
+            if FLAGS.latency_column and FLAGS.gap_percentiles and FLAGS.objectives else []
         result = run_benchmark(table, FLAGS.space, FLAGS.algorithms, FLAGS.budget, FLAGS.runs,
-                               FLAGS.seed, FLAGS.mode, params, FLAGS.dedup)
+                               FLAGS.seed, FLAGS.mode, params, FLAGS.dedup, costs, limits,
+                               FLAGS.report_metric, [int(b) for b in FLAGS.at_evaluations])
     except ValueError as err:
         raise app.UsageError(str(err)) from None
     if FLAGS.plot:
@@ -83,13 +106,33 @@ def main(args: list[str]) -> None:
         print(json.dumps(figures))
         return
     budgets = list(next(iter(result["summary"].values())))
-    print(f"{FLAGS.report_metric} of the pick (mean +- std over {FLAGS.runs} runs), by evaluations:")
-    print(f"{'algorithm':<24}" + "".join(f"{b:>20}" for b in budgets))
-    for name, by_budget in result["summary"].items():
-        cells = "".join(f"{by_budget[b]['mean']:>11.4f} +- {by_budget[b]['std']:<6.4f}" for b in budgets)
-        print(f"{name:<24}{cells}")
+    shown = [("", f"{FLAGS.report_metric} of the pick")]
+    if "objectives" in result and len(result["objectives"]) > 1:
+        shown.append(("hypervolume_fraction", f"hypervolume of the front found, as a share of the table's "
+                      f"{result['table_front_size']}-cell front ({','.join(result['objectives'])}; "
+                      f"{FLAGS.report_metric} in place of the first)"))
+    if "gap_limits" in result:
+        shown.append(("limit_gap", f"{FLAGS.report_metric} gap to the best cell under each of "
+                      f"{len(result['gap_limits'])} {FLAGS.latency_column} limits, averaged"))
+    for key, title in shown:
+        print(f"{title} (mean +- std over {FLAGS.runs} runs), by evaluations:")
+        print(f"{'algorithm':<24}" + "".join(f"{b:>20}" for b in budgets))
+        for name, by_budget in result["summary"].items():
+            figures = [by_budget[b][key] if key else by_budget[b] for b in budgets]
+            print(f"{name:<24}" + "".join(f"{f['mean']:>11.4f} +- {f['std']:<6.4f}" for f in figures))
     if FLAGS.plot:
         print(f"plot: {FLAGS.plot}")
+
+
+def table_costs():
+    """The cost settings the flags give (experiments/tabular.py TableCosts)."""
+    from evolution.objectives import MnasReward, parse_goals
+    from experiments.tabular import TableCosts
+
+    limits = {"params": FLAGS.max_params, "latency_ms": FLAGS.max_latency_ms}
+    reward = MnasReward("latency_ms", FLAGS.latency_target_ms, FLAGS.latency_weight) if FLAGS.latency_target_ms else None
+    return TableCosts(FLAGS.latency_column, FLAGS.params_column, parse_goals(FLAGS.objectives),
+                      {k: v for k, v in limits.items() if v}, reward)
 
 
 def time_benchmark(plot) -> None:
@@ -102,11 +145,12 @@ def time_benchmark(plot) -> None:
         columns = parse_fidelities(FLAGS.fidelities) or {FLAGS.epochs: FLAGS.search_metric}
         rungs = tuple(_positive_ints(FLAGS.rungs))
         fidelities = Fidelities(columns, rungs, FLAGS.reduction_factor)
-        more = [*columns.values(), *([FLAGS.cost_column] if FLAGS.cost_column else [])]
+        costs = table_costs()
+        more = [*columns.values(), *([FLAGS.cost_column] if FLAGS.cost_column else []), *costs.columns()]
         table = load_table(FLAGS.table, FLAGS.space, FLAGS.arch_column, columns[fidelities.first],
                            FLAGS.report_metric, more)
         result = run_time_benchmark(table, FLAGS.space, FLAGS.algorithms, fidelities, FLAGS.cost_column,
-                                    FLAGS.budget_s, FLAGS.workers, FLAGS.runs, FLAGS.seed, FLAGS.mode, params)
+                                    FLAGS.budget_s, FLAGS.workers, FLAGS.runs, FLAGS.seed, FLAGS.mode, params, costs)
     except ValueError as err:
         raise app.UsageError(str(err)) from None
     if FLAGS.plot:

@@ -16,12 +16,14 @@ F = {"flag_values": FLAGS}
 flags.DEFINE_integer("top", 10, "Show the best this many trials by the objective (0: every trial, in id order).",
                      lower_bound=0, **F)
 flags.DEFINE_enum("format", "table", ["table", "csv", "json"], "Output format.", **F)
+flags.DEFINE_bool("front", False, "Show the trials on the front of the search's goals instead (a Pareto "
+                  "search: accuracy against its cost), cheapest first.", **F)
 
 
 def main(args: list[str]) -> None:
     from evolution import JournalError, resume
     from experiments.progress import journal_pace, status_line
-    from experiments.results import results_table, top_trials
+    from experiments.results import front_trials, results_table, shown_measures, top_trials
     from experiments.search import CONFIG, JOURNAL
     from trainer.storage import read_json
 
@@ -36,7 +38,9 @@ def main(args: list[str]) -> None:
     except JournalError as err:
         raise app.UsageError(str(err)) from None
     table = results_table(algorithm)
-    if FLAGS.top:
+    if FLAGS.front:
+        table = front_trials(table, algorithm)
+    elif FLAGS.top:
         table = top_trials(table, algorithm, FLAGS.top)
     if FLAGS.format == "csv":
         print(table.to_csv(index=False), end="")
@@ -47,7 +51,7 @@ def main(args: list[str]) -> None:
         max_trials = read_json(config_path)["max_trials"] if os.path.exists(config_path) else len(algorithm.trials)
         print(f"{out}: {algorithm.name}, {status_line(algorithm, max_trials)}; {journal_pace(algorithm, max_trials)}")
         shown = ["trial_id", "parent_id", "status", *(["rung", "epochs"] if algorithm.rungs else []),
-                 algorithm.objective, "params", "trial_seconds", "mutation"]
+                 *shown_measures(algorithm), "trial_seconds", "mutation"]
         print(table[list(dict.fromkeys(shown))].to_string(
             index=False, float_format=lambda v: f"{v:.4f}", max_colwidth=60) if len(table) else
               "no successful trial yet" if algorithm.outcomes else "no trial finished yet")

@@ -6,7 +6,7 @@ import os
 
 from absl import app, flags
 
-from evolution import ALGORITHMS, JournalLocked
+from evolution import ALGORITHMS, MEASURES, JournalLocked
 from experiments.search import ClusterTooSmall, SearchConfig, SearchHalted, open_search, run_search, summary
 from trainer.storage import is_gcs
 from trainer.proxy import DATA_DIR_DATASET, PRECISIONS, PROXY_DATASETS, ProxyConfig
@@ -61,8 +61,24 @@ flags.DEFINE_integer("tpus_per_trial", _SEARCH.tpus_per_trial, "TPU chips per tr
                      flag_values=FLAGS)
 flags.DEFINE_enum("precision", _PROXY.precision, list(PRECISIONS), "Compute precision of the proxy training: "
                   "bfloat16 and mixed_float16 compute in 16 bits and keep float32 weights.", flag_values=FLAGS)
-flags.DEFINE_integer("max_params", _PROXY.max_params, "A candidate with more parameters fails when built, "
-                     "untrained (0: no limit).", flag_values=FLAGS)
+flags.DEFINE_integer("max_params", _SEARCH.max_params, "A child with more trainable parameters is rejected "
+                     "before it is trained and another proposed (0: no limit).", flag_values=FLAGS)
+flags.DEFINE_integer("max_multiply_adds", _SEARCH.max_multiply_adds, "A child with more multiply-adds per image is "
+                     "rejected before it is trained (0: no limit).", flag_values=FLAGS)
+flags.DEFINE_float("max_latency_ms", _SEARCH.max_latency_ms, "A candidate slower at batch 1 on its trial's device "
+                   "is measured, recorded infeasible and not trained (0: no limit).", flag_values=FLAGS)
+flags.DEFINE_float("latency_target_ms", _SEARCH.latency_target_ms, "> 0: score candidates by MnasNet's reward, "
+                   "val_accuracy x (cost / target)^latency_weight, the cost being --cost_metric.", flag_values=FLAGS)
+flags.DEFINE_float("latency_weight", _SEARCH.latency_weight, "The reward's exponent w (MnasNet: -0.07).",
+                   flag_values=FLAGS)
+flags.DEFINE_enum("cost_metric", _SEARCH.cost_metric, sorted(MEASURES), "The reward's cost measure.",
+                  flag_values=FLAGS)
+flags.DEFINE_list("objectives", list(_SEARCH.objectives), "With --algorithm=pareto_evolution: MEASURE:max|min "
+                  "goals (default val_accuracy:max,latency_ms:min); measures: " + ", ".join(sorted(MEASURES)) + ".",
+                  flag_values=FLAGS)
+flags.DEFINE_float("train_seconds", _PROXY.train_seconds, "> 0: train each candidate this many seconds of its own "
+                   "steady training steps (the step count fixed from its first steps) instead of --epochs.",
+                   flag_values=FLAGS)
 flags.DEFINE_integer("max_failures", _SEARCH.max_failures, "Retries of a trial whose worker died (a lost node, "
                      "a crash); a failed candidate is not retried.", flag_values=FLAGS)
 flags.DEFINE_integer("max_consecutive_failures", _SEARCH.max_consecutive_failures, "Stop the search after this "
@@ -101,6 +117,13 @@ def main(args: list[str]) -> None:
             upload_to=FLAGS.upload_to,
             rungs=tuple(_whole_numbers("rungs", FLAGS.rungs)),
             reduction_factor=FLAGS.reduction_factor,
+            objectives=tuple(FLAGS.objectives),
+            max_params=FLAGS.max_params,
+            max_multiply_adds=FLAGS.max_multiply_adds,
+            max_latency_ms=FLAGS.max_latency_ms,
+            latency_target_ms=FLAGS.latency_target_ms,
+            latency_weight=FLAGS.latency_weight,
+            cost_metric=FLAGS.cost_metric,
             proxy=ProxyConfig(
                 dataset=FLAGS.dataset or (DATA_DIR_DATASET if FLAGS.data else _PROXY.dataset),
                 data=FLAGS.data if not FLAGS.data or is_gcs(FLAGS.data) else os.path.abspath(FLAGS.data),
@@ -114,7 +137,7 @@ def main(args: list[str]) -> None:
                 learning_rate=FLAGS.learning_rate,
                 seed=FLAGS.seed,
                 timeout_s=FLAGS.trial_timeout_s,
-                max_params=FLAGS.max_params,
+                train_seconds=FLAGS.train_seconds,
                 precision=FLAGS.precision,
             ),
         )

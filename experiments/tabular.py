@@ -156,7 +156,8 @@ def sample_std(values: np.ndarray) -> float:
 
 def write_synthetic_table(path: str, seed: int = 0, drop: int = 0) -> None:
     """A NAS-Bench-201-shaped table with an additive landscape (a value per edge and op) plus
-    noise: `val` for searching, `test` for reporting. For tests and benchmarks; `drop` leaves out
+    noise: `val` for searching, `test` for reporting, and costs that loosely follow the value:
+    `lat` (a latency) and `params_mb` (in millions). For tests and benchmarks; `drop` leaves out
     the first cells to make an incomplete table."""
     import random
 
@@ -164,11 +165,14 @@ def write_synthetic_table(path: str, seed: int = 0, drop: int = 0) -> None:
 
     rng = random.Random(seed)
     value = {(e, op): rng.gauss(0, 1) for e in range(6) for op in NASBENCH201_OPS}
+    cost = {k: 1 + max(0.0, 0.5 * v + rng.gauss(0, 0.5)) for k, v in value.items()}  # accuracy costs, loosely
     with open(path, "w", encoding="utf-8") as f:
-        f.write("arch,val,test\n")
+        f.write("arch,val,test,lat,params_mb\n")
         for genotype in NasBench201Space().all_genotypes()[drop:]:
             score = sum(value[(e, op)] for e, op in enumerate(genotype.ops))
-            f.write(f"{genotype},{score + rng.gauss(0, 0.3):.5f},{score + rng.gauss(0, 0.3):.5f}\n")
+            lat = sum(cost[(e, op)] for e, op in enumerate(genotype.ops))
+            f.write(f"{genotype},{score + rng.gauss(0, 0.3):.5f},{score + rng.gauss(0, 0.3):.5f},{lat:.4f},"
+                    f"{lat / 20:.5f}\n")
 
 
 def checkpoints(budget: int) -> list[int]:

@@ -86,7 +86,8 @@ def test_non_numeric_metric_and_missing_column(tmp_path):
     path = tmp_path / "bad.csv"
     write_table(path)
     lines = path.read_text().splitlines()
-    lines[5] = lines[5].rsplit(",", 1)[0] + ",n/a"
+    cells = lines[5].split(",")
+    lines[5] = ",".join(cells[:2] + ["n/a"] + cells[3:])  # the test column
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(ValueError, match=r"bad.csv:6: column 'test' is not a finite number: 'n/a'"):
         load_table(str(path), "nasbench201", "arch", "val", "test")
@@ -104,6 +105,34 @@ def test_command_prints_json_and_writes_a_plot(table_path, tmp_path):
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_pareto_evolution_finds_a_better_front_and_limits_hold(table_path):
+    """The front found (hypervolume share of the table's, gap under latency limits) by Pareto
+    evolution against random search; a limited search never charges a cell over its limit; the
+    command gives each run's front as architecture strings."""
+    from evolution.objectives import parse_goals
+    from experiments.fronts import percentile_limits
+    from experiments.tabular import TableCosts
+
+    table = load_table(table_path, "nasbench201", "arch", "val", "test", ["lat", "params_mb"])
+    costs = TableCosts("lat", objectives=parse_goals("val:max,lat:min"))
+    limits = percentile_limits(table, "lat")
+    result = run_benchmark(table, "nasbench201", ["pareto_evolution", "random"], 200, 8, 0, "max",
+                           {"population_size": 20, "sample_size": 5}, False, costs, limits, "test", [50, 200])
+    pareto, rand = result["summary"]["pareto_evolution"]["200"], result["summary"]["random"]["200"]
+    assert 0 < rand["hypervolume_fraction"]["mean"] < pareto["hypervolume_fraction"]["mean"] <= 1
+    assert 0 <= pareto["limit_gap"]["mean"] < rand["limit_gap"]["mean"]
+    limited = TableCosts("lat", limits={"latency_ms": limits[2], "params": 1e6 * limits[2] / 20})
+    _, keys = run_once(table, "nasbench201", "regularized_evolution", 100, 0, "max",
+                       {"population_size": 10, "sample_size": 3}, False, limited)
+    assert len(keys) == 100 and max(table.columns["lat"][k] for k in keys) <= limits[2]
+    shown = amoeba("benchmark", f"--table={table_path}", "--search_metric=val", "--report_metric=test", "--plot=",
+                   "--algorithms=pareto_evolution", "--objectives=val:max,lat:min", "--latency_column=lat",
+                   "--budget=40", "--runs=2", "--format=json")
+    figures = json.loads(shown.stdout.strip().splitlines()[-1])
+    assert len(figures["fronts"]["pareto_evolution"]) == 2 and "|" in figures["fronts"]["pareto_evolution"][0][0]
+    assert "limit_gap" in figures["summary"]["pareto_evolution"]["40"] and len(figures["gap_limits"]) == 10
+
+
 def test_command_reports_a_bad_table(tmp_path):
     path = write_table(tmp_path / "short.csv", drop=3)
     result = amoeba("benchmark", f"--table={path}", "--search_metric=val", "--report_metric=test", "--plot=",
@@ -114,7 +143,8 @@ def test_command_reports_a_bad_table(tmp_path):
 def test_command_on_a_simulated_clock(table_path, tmp_path):
     plot = tmp_path / "hours.svg"
     result = amoeba("benchmark", f"--table={table_path}", "--report_metric=test", "--fidelities=1:val,4:test",
-                    "--rungs=1,4", "--budget_s=200", "--workers=4", "--runs=5", f"--plot={plot}", "--format=json")
+                    "--rungs=1,4", "--budget_s=200", "--workers=4", "--runs=5", f"--plot={plot}", "--format=json",
+                    "--latency_column=lat", "--max_latency_ms=9", "--latency_target_ms=8")  # limited, rewarded
     figures = json.loads(result.stdout.strip().splitlines()[-1])
     assert figures["rungs"] == [1, 4] and figures["workers"] == 4 and "pick" in figures
     assert set(figures["summary"]["random"]) == {"0.1", "0.25", "0.5", "1"}

@@ -9,7 +9,8 @@
   the best report value among the cells of the search's front under it (none there counts as the
   worst cell under it). The table's own front by the searched goals is the floor.
 
-Reads tables only: no training, no TensorFlow, no Ray.
+The report metric is taken as larger-better (an accuracy). Reads tables only: no training, no
+TensorFlow, no Ray.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ PERCENTILES = (5, 15, 25, 35, 45, 55, 65, 75, 85, 95)  # of the cost column: the
 
 
 def _points(table: Table, keys: Sequence[str], goals: Sequence[Goal], first: str | None = None) -> list[tuple]:
+    # the first goal is the search metric (run_benchmark checks it); `first` scores in its place
     """Each key's goal values, signed larger-better (the first goal's column replaced by `first`)."""
     columns = [first or goals[0].metric, *(g.metric for g in goals[1:])]
     signs = [1.0 if g.mode == "max" else -1.0 for g in goals]

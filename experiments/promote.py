@@ -121,8 +121,8 @@ class PlannedModel:
 def best_distinct_trials(algorithm: SearchAlgorithm, k: int) -> list[int]:
     """Ids of the k best successful trials by the objective at the highest rung each reached
     (higher rungs first; ties: fewer parameters, then the earlier trial), a genotype seen twice
-    counted once. A search of several goals (Pareto evolution): k cells spread along its front over
-    the range of its last goal (the cost), from the cheapest to the dearest, then the best others."""
+    counted once. A search of several goals (Pareto evolution): k cells evenly spaced along its
+    front in the order of its last goal (the cost), cheapest to dearest, then the best others."""
     def rank(tid: int) -> tuple:
         rung, value = algorithm.standing(tid)
         return -rung, -value, algorithm.outcomes[tid].metrics.get("params") or math.inf, tid

@@ -260,7 +260,8 @@ def _race(searched: pd.DataFrame, baselines: pd.DataFrame, column: str, what: st
         return f"On {what}, the searched cell {cell['name']} reached it in {shown(cell)}; no baseline did."
     word = "beats" if float(cell[column]) < float(base[column]) else (
         "ties" if float(cell[column]) == float(base[column]) else "does not beat")
-    return (f"On {what}, the fastest searched cell, {cell['name']} ({shown(cell)}), {word} the fastest baseline, "
+    first = "fastest" if unit == "min" else "cheapest"
+    return (f"On {what}, the {first} searched cell, {cell['name']} ({shown(cell)}), {word} the {first} baseline, "
             f"{base['name']} ({shown(base)}).")
 
 

@@ -102,7 +102,7 @@ def top_trials(table: pd.DataFrame, algorithm: SearchAlgorithm, k: int) -> pd.Da
 
 
 def front_trials(table: pd.DataFrame, algorithm: SearchAlgorithm) -> pd.DataFrame:
-    """The trials on the front of the search's goals, cheapest by its second goal first."""
+    """The trials on the front of the search's goals, cheapest by its last goal first."""
     front = table[table.on_front.astype(bool)]
     goal = algorithm.goals[-1]
     return front.sort_values(goal.metric, ascending=goal.mode == "min")

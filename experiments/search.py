@@ -83,6 +83,17 @@ class SearchConfig:
                 raise ValueError("rungs: TPU trials train through Keras's fit and have no rungs yet")
             if self.proxy.train_seconds:
                 raise ValueError("train_seconds: a time budget per candidate replaces --rungs' epochs; give one")
+        if self.proxy.tpu or self.tpus_per_trial:
+            tpu_lacks = [name for name, on in (("train_seconds", self.proxy.train_seconds),
+                                               ("max_latency_ms", self.max_latency_ms),
+                                               ("latency_target_ms", self.latency_target_ms),
+                                               ("objectives", self.algorithm == "pareto_evolution")) if on]
+            if tpu_lacks:
+                raise ValueError(f"{', '.join(tpu_lacks)}: TPU trials train through Keras's fit, which measures "
+                                 "no latency or step time and has no time budget yet")
+        if self.proxy.train_seconds and self.proxy.timeout_s and self.proxy.train_seconds >= 0.8 * self.proxy.timeout_s:
+            raise ValueError(f"train_seconds: {self.proxy.train_seconds:g} s leaves no room under the trial timeout "
+                             f"of {self.proxy.timeout_s:g} s (--trial_timeout_s); raise it or train shorter")
         if self.cost_metric not in MEASURES:
             raise ValueError(f"cost_metric: unknown {self.cost_metric!r}; known: {sorted(MEASURES)}")
         if self.objectives and self.algorithm != "pareto_evolution":

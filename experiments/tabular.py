@@ -182,8 +182,8 @@ def checkpoints(budget: int) -> list[int]:
 
 def run_benchmark(table: Table, space_name: str, algorithms: Sequence[str], budget: int, runs: int,
                   seed: int, mode: str, params: dict[str, Any], dedup: bool, costs: TableCosts = TableCosts(),
-                  gap_limits: Sequence[float] = (), report_metric: str = "", marks: Sequence[int] = ()
-                  ) -> dict[str, Any]:
+                  gap_limits: Sequence[float] = (), report_metric: str = "", marks: Sequence[int] = (),
+                  search_metric: str = "") -> dict[str, Any]:
     """Every algorithm `runs` times (seeds seed..seed+runs-1); curves and summary figures. With
     objectives: at each budget the hypervolume fraction of what was evaluated (experiments/fronts.py)
     and each run's front at the end; with `gap_limits` on the latency column: the mean gap under them
@@ -203,6 +203,9 @@ def run_benchmark(table: Table, space_name: str, algorithms: Sequence[str], budg
         raise ValueError(f"evaluations to report at: {marks} must lie within 1..{budget}")
     if gap_limits and not costs.objectives:
         raise ValueError("limit gaps score a search's front: give --objectives")
+    if search_metric and costs.objectives and costs.objectives[0] != Goal(search_metric, mode):
+        raise ValueError(f"objectives: the first must be the search metric and its mode "
+                         f"({search_metric}:{mode}), got {costs.objectives[0]}")
     true_front = TableFront.of(table, costs.objectives, report_metric) if len(costs.objectives) > 1 else None
     gaps = LimitGaps.of(table, costs.latency_column, gap_limits) if gap_limits and costs.latency_column else None
     curves, summary, fronts = {}, {}, {}

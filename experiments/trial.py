@@ -155,8 +155,8 @@ def run_trial(config: dict[str, Any], proxy: dict[str, Any], space: dict[str, An
         if not error:
             metrics = train_candidate(genotype, proxy_config, rungs, state_dir=config.get("checkpoint_dir"),
                                       max_latency_ms=(config.get("limits") or {}).get("latency_ms", 0.0))
-            if rungs is not None:
-                return  # every rung reported; the last one ended the trial
+            if rungs is not None and "rung" in metrics:
+                return  # every rung reported; the last one ended the trial (else: measured, untrained)
     except CandidateFailed as err:
         error = str(err)
     except Exception as err:  # noqa: BLE001 - any other error fails this candidate, not the search
@@ -171,11 +171,16 @@ def run_trial(config: dict[str, Any], proxy: dict[str, Any], space: dict[str, An
 @ray.remote(num_cpus=0)
 def measure_size(genotype_json: Any, proxy: dict[str, Any], space: dict[str, Any]) -> dict[str, int]:
     """A child's trainable parameters and multiply-adds, for the search driver's size limits: built
-    (not trained) in a Ray worker, since the driver must not import TensorFlow."""
+    (not trained) in a Ray worker, since the driver must not import TensorFlow. Its CPU is not
+    reserved (a build takes 1-2 s beside the trials); a Ray error here ends the driver, and a rerun
+    resumes the search."""
+    import tensorflow as tf
+
     from searchspace import space_from_config
     from trainer.candidate import candidate_size
     from trainer.proxy import ProxyConfig
 
+    tf.config.set_visible_devices([], "GPU")  # a size is counted, not run: leave the GPUs to the trials
     return candidate_size(space_from_config(space).genotype_from_json(genotype_json), ProxyConfig(**proxy))
 
 

@@ -24,6 +24,8 @@ def test_resume_allows_time_limits_and_refuses_fitness_changes(tmp_path):
         ({"sample_size": 3}, "sample_size"),
         ({"proxy": ProxyConfig(filters=16)}, "proxy filters: 8 before, 16 now"),
         ({"algorithm": "random"}, "algorithm"),
+        ({"max_latency_ms": 5.0}, "limits: {} in the journal, {'latency_ms': 5.0} now"),
+        ({"latency_target_ms": 3.0}, "reward: None in the journal"),
     ]:
         with pytest.raises(ValueError, match=message):
             open_search(dataclasses.replace(config, **change))
@@ -48,13 +50,30 @@ def test_a_search_made_before_the_data_settings_existed_still_resumes(tmp_path):
     config = SearchConfig(output_dir=str(tmp_path), population_size=4, sample_size=2)
     open_search(config).close()
     saved = json.loads((tmp_path / "search_config.json").read_text())
-    for name in ("data", "image_size", "validation_images", "train_images"):
+    for name in ("data", "image_size", "validation_images", "train_images", "train_seconds"):
         del saved["proxy"][name]  # as an older amoeba-nas wrote it
+    saved["proxy"]["max_params"] = 0  # a setting since moved out of the proxy
     (tmp_path / "search_config.json").write_text(json.dumps(saved))
+    journal = (tmp_path / "journal.jsonl").read_text().splitlines()
+    start = json.loads(journal[0])
+    del start["limits"], start["reward"]  # a journal from before limits and rewards
+    (tmp_path / "journal.jsonl").write_text("\n".join([json.dumps(start), *journal[1:]]) + "\n")
     open_search(config).close()
     open_search(dataclasses.replace(config, proxy=ProxyConfig(image_size=8))).close()  # digits' own size
     with pytest.raises(ValueError, match="proxy image_size: 8 before, 16 now"):
         open_search(dataclasses.replace(config, proxy=ProxyConfig(image_size=16)))
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"tpus_per_trial": 4, "max_latency_ms": 5.0}, "max_latency_ms: TPU trials"),
+    ({"proxy": ProxyConfig(train_seconds=800)}, "train_seconds: 800 s leaves no room under the trial timeout of 900 s"),
+    ({"rungs": (1, 3), "proxy": ProxyConfig(train_seconds=60)}, "replaces --rungs"),
+    ({"objectives": ("val_accuracy:max", "latency_ms:min")}, "need --algorithm=pareto_evolution"),
+    ({"algorithm": "pareto_evolution", "objectives": ("val_accuracy:max", "latency:min")}, "unknown measure"),
+])
+def test_cost_settings_that_cannot_work_are_config_errors(settings, message):
+    with pytest.raises(ValueError, match=message):
+        SearchConfig(output_dir="unused", **settings)
 
 
 def test_a_proxy_that_cannot_feed_a_batch_fails_before_the_journal(tmp_path):

@@ -14,13 +14,15 @@ batch-1 latency share one traced inference function (any batch size, one trace).
 loss, out of memory, timeout) raise `CandidateFailed` with the reason; anything else propagates.
 
 Costs, measured where the candidate trains: trainable parameters and multiply-adds (as papers
-count them), inference latency at batch 1 (eager calls on the trial's device, median of
-`LATENCY_REPEATS` after a warm-up, before training; a candidate over `max_latency_ms` is reported
-with its figures, untrained), latency at the evaluation batch (median over the validation
-batches), and the steady-state training step time (median, first step excluded). With
-`proxy.train_seconds` a candidate trains for that long by its own step time: the step count is
-fixed from the median of its first `CALIBRATION_STEPS` steady steps, recorded in the metrics and,
-with a `state_dir`, in a file there that a re-issued trial trains to again.
+count them), inference latency at batch 1 (graph calls of the traced inference pass on the trial's
+device, median of `LATENCY_REPEATS` after a warm-up, before training; a candidate over
+`max_latency_ms` is reported with its figures, untrained), latency at the evaluation batch (median
+over the full validation batches, the accuracy and loss ops included), and the steady-state
+training step time (median, each call's first step excluded). With `proxy.train_seconds` a
+candidate trains for that long by its own step time: the step count is fixed from the median of
+its first `CALIBRATION_STEPS` steps after the first, recorded in the metrics and, with a
+`state_dir`, in a file there that a re-issued trial trains to again; the learning rate holds at
+its peak through those steps and then follows a cosine over the rest, so both train alike.
 
 With rungs (a multi-fidelity search) one call trains through them: at each rung it evaluates,
 writes a checkpoint (weights, batch-norm statistics, momentum; TensorFlow's checkpoint format,
@@ -174,14 +176,17 @@ def _freeze_long_lived_objects() -> None:
 
 
 class RestartingCosine:
-    """Cosine decay from `peak` to 0 over `steps`, both changeable between rungs without a retrace."""
+    """`peak` for the first `hold` steps, then cosine decay to 0 at `steps`; both changeable between
+    rungs (and after a --train_seconds calibration) without a retrace."""
 
-    def __init__(self, peak: float, steps: int) -> None:
+    def __init__(self, peak: float, steps: int, hold: int = 0) -> None:
         self.peak = peak
         self.steps = tf.Variable(float(steps), trainable=False)
+        self.hold = float(hold)
 
     def __call__(self, step: tf.Tensor) -> tf.Tensor:
-        progress = tf.minimum(tf.cast(step, tf.float32), self.steps) / self.steps
+        decayed = tf.maximum(tf.cast(step, tf.float32) - self.hold, 0.0)
+        progress = tf.minimum(decayed, self.steps - self.hold) / tf.maximum(self.steps - self.hold, 1.0)
         return self.peak * 0.5 * (1.0 + tf.cos(math.pi * progress))
 
 
@@ -254,13 +259,15 @@ def batch1_latency_ms(infer, image: tf.Tensor) -> float:
     return _median_ms(times)
 
 
-def _fixed_steps(state_dir: str | None) -> int | None:
-    """The step count a --train_seconds trial calibrated before (a re-issued trial trains to it)."""
+def _fixed_steps(state_dir: str | None) -> tuple[int | None, float | None]:
+    """The step count (and step time) a --train_seconds trial calibrated before: a re-issued trial
+    trains to it."""
     path = state_dir and os.path.join(state_dir, STEPS_FILE)
     if path and os.path.exists(path):
         with open(path, encoding="utf-8") as f:
-            return int(json.load(f)["train_steps"])
-    return None
+            recorded = json.load(f)
+        return int(recorded["train_steps"]), recorded.get("calibration_step_ms")
+    return None, None
 
 
 def _record_steps(state_dir: str | None, steps: int, step_ms: float) -> None:
@@ -288,10 +295,10 @@ def _train(genotype: NasNetGenotype, proxy: ProxyConfig, data, t_start: float, l
                 "setup_seconds": time.perf_counter() - t_start}
     steps_per_epoch = len(data.x_train) // proxy.batch_size
     timed = proxy.train_seconds > 0 and rungs is None
-    total_steps = _fixed_steps(state_dir) if timed else None
-    calibration_ms = None
+    total_steps, calibration_ms = _fixed_steps(state_dir) if timed else (None, None)
     ends = list(rungs.epochs) if rungs else [proxy.epochs if not timed else 1 << 30]
-    schedule = RestartingCosine(proxy.learning_rate, total_steps or steps_per_epoch * min(ends[0], 1 << 20))
+    schedule = RestartingCosine(proxy.learning_rate, total_steps or steps_per_epoch * min(ends[0], 1 << 20),
+                                hold=CALIBRATION_STEPS + 1 if timed else 0)
     optimizer = MomentumSGD(model.trainable_variables, schedule, proxy.momentum)  # before the trace
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
@@ -347,7 +354,7 @@ def _train(genotype: NasNetGenotype, proxy: ProxyConfig, data, t_start: float, l
                     for step, (x, y) in enumerate(train_ds):
                         t_step = time.perf_counter()
                         loss_sum += train_step(x, y)
-                        if epoch == 0 and step == 0:
+                        if not first_step_seconds:  # this process's first step of the model: its trace
                             first_step_seconds = time.perf_counter() - t_step
                         else:
                             step_seconds.append(time.perf_counter() - t_step)
@@ -357,6 +364,7 @@ def _train(genotype: NasNetGenotype, proxy: ProxyConfig, data, t_start: float, l
                         if timed and total_steps is None and len(step_seconds) == CALIBRATION_STEPS:
                             calibration_ms = _median_ms(step_seconds)
                             total_steps = max(rung_steps + 1, round(1000 * proxy.train_seconds / calibration_ms))
+                            # the hold covers the calibration: a trial that reads this count trains alike
                             schedule.steps.assign(float(total_steps))
                             _record_steps(state_dir, total_steps, calibration_ms)
                         if timed and total_steps is not None and rung_steps >= total_steps:
@@ -378,8 +386,9 @@ def _train(genotype: NasNetGenotype, proxy: ProxyConfig, data, t_start: float, l
                     if x.shape[0] == eval_batch:
                         batch_seconds.append(time.perf_counter() - t_batch)
                 n_val = len(data.x_val)
-                first = first_step_seconds if done_epochs == 0 else 0.0
-                steady_images = (rung_steps - (1 if done_epochs == 0 else 0)) * proxy.batch_size
+                traced_here = rung == first_rung  # this call's first step (the trace) fell in this rung
+                first = first_step_seconds if traced_here else 0.0
+                steady_images = (rung_steps - (1 if traced_here else 0)) * proxy.batch_size
                 metrics = {
                     "val_accuracy": correct / n_val,
                     "validation_images": n_val,

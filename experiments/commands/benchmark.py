@@ -55,8 +55,9 @@ flags.DEFINE_float("latency_target_ms", 0, "> 0: the search scores cells by Mnas
                    "(latency / target)^--latency_weight.", **F)
 flags.DEFINE_float("latency_weight", -0.07, "The reward's exponent.", **F)
 flags.DEFINE_list("gap_percentiles", ["5", "15", "25", "35", "45", "55", "65", "75", "85", "95"], "With "
-                  "--latency_column: latency limits at these percentiles of the column, under each of which the "
-                  "best cell's report metric is compared with the search's pick's (the gap, averaged).", **F)
+                  "--latency_column and --objectives: latency limits at these percentiles of the column; the gap "
+                  "is the best report metric of any cell under a limit minus the best among the cells of the "
+                  "front found under it, averaged over the limits.", **F)
 flags.DEFINE_list("at_evaluations", [], "Evaluation counts to give figures at (default: about 10, 25, 50 and "
                   "100% of --budget).", **F)
 flags.DEFINE_string("plot", "benchmark.png", "Plot file (.png or .svg); empty for none.", **F)
@@ -93,7 +94,7 @@ def main(args: list[str]) -> None:
             if FLAGS.latency_column and FLAGS.gap_percentiles and FLAGS.objectives else []
         result = run_benchmark(table, FLAGS.space, FLAGS.algorithms, FLAGS.budget, FLAGS.runs,
                                FLAGS.seed, FLAGS.mode, params, FLAGS.dedup, costs, limits,
-                               FLAGS.report_metric, [int(b) for b in FLAGS.at_evaluations])
+                               FLAGS.report_metric, [int(b) for b in FLAGS.at_evaluations], FLAGS.search_metric)
     except ValueError as err:
         raise app.UsageError(str(err)) from None
     if FLAGS.plot:

@@ -1,5 +1,6 @@
-"""benchmarks/gpu_training.py, tiny on CPU: both sides train AmoebaNet-D in both 16-bit precisions
-and the script ends with its JSON line (its GPU figures come from a GPU machine)."""
+"""benchmarks/gpu_training.py, tiny on CPU: both sides train AmoebaNet-D (N=1) in mixed_float16 and
+the script ends with its JSON line (its GPU figures come from a GPU machine; bfloat16 training is
+tested in tests/test_train.py)."""
 
 import json
 import subprocess
@@ -14,11 +15,12 @@ from tests.conftest import QUIET_TF, REPO
 def test_the_gpu_training_benchmark_runs_tiny_on_cpu():
     result = subprocess.run(
         [sys.executable, "benchmarks/gpu_training.py", "--models=amoebanet_d", "--image_size=32", "--batch=2",
-         "--filters=8", "--num_classes=10", "--steps=2", "--loops=1"],
+         "--filters=8", "--num_classes=10", "--steps=2", "--loops=1", "--precisions=mixed_float16",
+         "--num_cells=1"],
         capture_output=True, text=True, cwd=REPO, env=QUIET_TF, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     figures = json.loads(result.stdout.strip().splitlines()[-1])
     rows = {(r["model"], r["precision"]): r for r in figures["rows"]}
-    assert set(rows) == {("amoebanet_d", "bfloat16"), ("amoebanet_d", "mixed_float16")}
+    assert set(rows) == {("amoebanet_d", "mixed_float16")}
     for row in rows.values():
         assert row["trainer_images_per_sec"] > 0 and row["fit_images_per_sec"] > 0 and row["device"] == "CPU"

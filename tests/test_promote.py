@@ -178,12 +178,13 @@ def test_a_genotype_seen_twice_is_promoted_once():
     from types import SimpleNamespace
 
     from evolution.algorithms import Outcome, Trial
+    from evolution.objectives import Goal
     from experiments.promote import best_distinct_trials
 
     genotype = lambda key: SimpleNamespace(key=lambda: key)  # noqa: E731 - only the canonical key matters
     keys = ["a", "b", "a", "c"]
     scores = [0.9, 0.8, 0.95, 0.7]
-    search = SimpleNamespace(mode="max", objective="val_accuracy",
+    search = SimpleNamespace(mode="max", objective="val_accuracy", goals=(Goal("val_accuracy", "max"),),
                              trials={i: Trial(i, genotype(k), None, "random") for i, k in enumerate(keys)},
                              outcomes={i: Outcome("ok", {"val_accuracy": v}) for i, v in enumerate(scores)},
                              standing=lambda tid: (0, scores[tid]))

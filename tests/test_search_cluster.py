@@ -105,8 +105,10 @@ def test_a_multi_fidelity_search_spreads_over_a_cluster_and_survives_losing_a_no
     killer = threading.Thread(target=remove_a_node_mid_search, daemon=True)
     killer.start()
     try:
+        # max_failures=4: Tune may spend a retry on a warm actor of the lost node before it knows the
+        # node is gone (seen in 2 of 9 runs with the default 2, this code and the code before it)
         trials, _ = _search(out, 3.0, max_trials=12, cpus_per_trial=1, ray_address=cluster.address,
-                            rungs=(1, 2), reduction_factor=2)  # multi-fidelity: Tune's scheduler on a cluster
+                            rungs=(1, 2), reduction_factor=2, max_failures=4)  # multi-fidelity on a cluster
     finally:
         killer.join(timeout=5)
         cluster.shutdown()

@@ -41,7 +41,7 @@ from evolution.objectives import Goal, Limits, MnasReward, parse_goals
 from evolution.pareto import crowding_distances, front, non_dominated_ranks, nsga2_order_key
 from evolution.rungs import CONTINUE, STOP, Promotions, Rungs
 from evolution.steps import age_out, draw_sample, fittest
-from searchspace import SearchSpace, space_from_config
+from searchspace import RecordedSpace, SearchSpace, space_from_config
 
 log = logging.getLogger(__name__)
 JOURNAL_VERSION = 1
@@ -85,10 +85,13 @@ class SearchAlgorithm:
         reward: MnasReward | None = None,
         limits: Limits | Mapping[str, float] | None = None,
         measure: Measure | None = None,
+        initial: Sequence[Any] = (),
     ) -> None:
         if mode not in ("max", "min"):
             raise ValueError(f"mode: must be 'max' or 'min', got {mode!r}")
         self.space = space
+        self.initial = tuple(genotype_of(space, g, f"initial[{i}]") for i, g in enumerate(initial))
+        self._initial_next = 0  # the first proposals are the initial genotypes, in order
         self.reward = reward
         self.limits = limits if isinstance(limits, Limits) else Limits(dict(limits or {}))
         self.measure = measure
@@ -105,6 +108,7 @@ class SearchAlgorithm:
         self.rung_results: dict[int, list[dict[str, Any]]] = {}  # a trial's metrics at each rung reached
         self.decisions: dict[int, list[str]] = {}  # and the decision taken at each
         self._reissue: deque[int] = deque()
+        self._requeued: set[int] = set()  # trials put back once this run after their worker was lost
         self._leaders: list[int | None] = [None] * (len(rungs.epochs) if rungs else 1)  # best at each rung
         self._journal: Journal | None = None
         self.started_at: float | None = round(time.time(), 3)
@@ -142,6 +146,7 @@ class SearchAlgorithm:
             "rungs": self.rungs.to_config() if self.rungs else None,
             "reward": self.reward.to_config() if self.reward else None,
             "limits": self.limits.to_config(),
+            "initial": [g.to_json() for g in self.initial],
         }
 
     @property
@@ -167,6 +172,21 @@ class SearchAlgorithm:
             }
         )
         return trial
+
+    def requeue(self, trial_id: int) -> bool:
+        """Put an in-flight trial whose worker was lost (not the candidate's fault) back in line: the
+        next `ask` re-issues it with the same id. Once per trial in a run; False when it is not in
+        flight or was put back already (the caller then records it failed)."""
+        if trial_id not in self.trials or trial_id in self.outcomes or trial_id in self._requeued:
+            return False
+        self._requeued.add(trial_id)
+        if trial_id not in self._reissue:
+            self._reissue.append(trial_id)
+        return True
+
+    def waiting_reissue(self) -> int:
+        """How many in-flight trials the next asks re-issue."""
+        return len(self._reissue)
 
     def tell(
         self, trial_id: int, metrics: Mapping[str, Any] | None = None, error: str | None = None
@@ -306,7 +326,11 @@ class SearchAlgorithm:
 
     def _new_trial(self) -> Trial:
         for _ in range(MAX_REJECTIONS):
-            trial = self._propose(len(self.trials))
+            if self._initial_next < len(self.initial):  # seeds of the first population, before random ones
+                trial = Trial(len(self.trials), self.initial[self._initial_next], None, "initial")
+                self._initial_next += 1
+            else:
+                trial = self._propose(len(self.trials))
             broken = self.limits.violations(self._figures(trial.genotype)) if self.limits else []
             if not broken:
                 self.trials[trial.trial_id] = trial
@@ -487,6 +511,15 @@ ALGORITHMS: dict[str, type[SearchAlgorithm]] = {
 }
 
 
+def genotype_of(space: SearchSpace, genotype: Any, where: str = "genotype") -> Any:
+    """`genotype` (one of the space's, or its JSON) checked against `space`; errors say `where`."""
+    data = genotype.to_json() if hasattr(genotype, "to_json") else genotype
+    try:
+        return space.genotype_from_json(data)
+    except (KeyError, TypeError, ValueError) as err:
+        raise ValueError(f"{where}: not a genotype of the {space.name} space: {err}") from None
+
+
 def make_algorithm(name: str, space: SearchSpace, params: Mapping[str, Any] | None = None,
                    **kwargs: Any) -> SearchAlgorithm:
     """The algorithm `name`, given those of `params` it takes (P and S mean nothing to random)."""
@@ -534,8 +567,9 @@ def _replay(journal_path: str, lenient: bool, measure: Measure | None = None) ->
         raise JournalError(f"{journal_path}:1: journal version {start.get('version')!r} is not supported")
     try:
         cls = ALGORITHMS[start["algorithm"]]
+        space = space_from_config(start["space"], recorded=lenient)
         algorithm = cls(
-            space_from_config(start["space"]),
+            space,
             seed=start["seed"],
             objective=start["objective"],
             mode=start["mode"],
@@ -543,6 +577,7 @@ def _replay(journal_path: str, lenient: bool, measure: Measure | None = None) ->
             reward=MnasReward.from_config(start.get("reward")),
             limits=start.get("limits"),
             measure=measure,
+            initial=start.get("initial", ()),
             **start["params"],
         )
     except (KeyError, TypeError, ValueError) as err:
@@ -558,7 +593,10 @@ def _replay(journal_path: str, lenient: bool, measure: Measure | None = None) ->
     for number, event in enumerate(events[1:], start=2):
         kind = event["event"]
         try:
-            if kind == "ask":
+            if kind == "ask" and isinstance(space, RecordedSpace):  # read only, and no space to propose from
+                algorithm.trials[event["trial_id"]] = Trial(event["trial_id"], space.genotype_from_json(
+                    event["genotype"]), event.get("parent_id"), event.get("mutation", "random"))
+            elif kind == "ask":
                 if lenient and event["trial_id"] in algorithm.trials:
                     log.warning("%s:%d: trial %s asked again; skipped", journal_path, number, event["trial_id"])
                     continue

@@ -51,8 +51,11 @@ class EvolutionSearcher(Searcher):
     """Hands Tune up to `budget` trials from `algorithm` and feeds the results back.
 
     A trial reports its metrics, or an `error` string for a candidate failure. A trial whose worker
-    failed for good (Tune's retries spent) is recorded as failed with `failure_reason(ours, tune's
-    id)`, or a pointer to Tune's error file. A trial stopped before it reported (the search was
+    failed for good (Tune's retries spent, or none allowed: Tune does not retry a trial that fails
+    while its worker starts) is recorded as failed with `failure_reason(ours, tune's id)` when the
+    worker wrote one (a timeout, out of memory); without one the worker was lost (a node, a crash)
+    and the trial is re-issued once with the same id, then recorded failed with a pointer to Tune's
+    error file. A trial stopped before it reported (the search was
     stopped) is not told: it stays in flight and a resumed search re-issues it. `should_stop()`
     true ends the suggestions.
     """
@@ -112,7 +115,11 @@ class EvolutionSearcher(Searcher):
         reason = result.pop("error", None) or None
         if error and reason is None:
             reason = self.failure_reason(ours, trial_id) if self.failure_reason is not None else None
-            reason = reason or f"the trial's worker failed: see error.txt of Tune trial {trial_id}"
+            if reason is None and self.algorithm.requeue(ours):  # no reason written: the worker was lost
+                log.warning("trial %s ended without a result, its worker lost (see error.txt of Tune trial %s); "
+                            "it is re-issued once", ours, trial_id)
+                return
+            reason = reason or f"the trial's worker failed twice: see error.txt of Tune trial {trial_id}"
         metrics = {k: v for k, v in result.items() if _is_metric(k, v)}
         if self.algorithm.tell(ours, metrics, error=reason) and self.on_tell is not None:
             self.on_tell(self.algorithm, ours)

@@ -71,14 +71,32 @@ def import_tensorflow_quietly() -> None:
         os.close(devnull)
 
 
+def summary(name: str) -> str:
+    """A subcommand's SUMMARY line, read from its source (importing them all would import TensorFlow)."""
+    import ast
+    import importlib.util
+
+    origin = importlib.util.find_spec(f"experiments.commands.{name}").origin
+    with open(origin, encoding="utf-8") as f:
+        for node in ast.parse(f.read()).body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "SUMMARY" for t in node.targets):
+                return ast.literal_eval(node.value)
+    return ""
+
+
 def usage() -> str:
-    return f"usage: amoeba {{{','.join(COMMANDS)}}} [--flags] [args]   (amoeba SUBCOMMAND --help)"
+    lines = ["usage: amoeba SUBCOMMAND [--flags] [args]   (amoeba SUBCOMMAND --help lists its flags)", ""]
+    lines += [f"  {name:<10} {summary(name)}" for name in COMMANDS]
+    return "\n".join(lines)
 
 
 def run(argv: list[str] | None = None) -> None:
     """Console-script entry point; exits 2 on a usage error, 1 on bad input."""
     argv = list(sys.argv if argv is None else argv)
     verbosity = _pop_verbosity(argv)
+    if len(argv) >= 2 and argv[1] in ("--help", "-h", "help"):
+        print(usage())
+        return
     if len(argv) < 2 or argv[1] not in COMMANDS:
         print(usage(), file=sys.stderr)
         sys.exit(2)

@@ -91,7 +91,8 @@ class ProgressCallback(Callback):
 
 
 def models_line(model_dirs: dict[str, str], elapsed_s: float) -> str:
-    """Each model's state from its model_dir: done, its step and pace (trainer's progress.json), or waiting."""
+    """Each model's state from its model_dir: done; building, tracing, or its step and pace (trainer's
+    progress.json); or waiting (not started)."""
     from experiments.promote import RESULT
 
     parts = []
@@ -100,12 +101,21 @@ def models_line(model_dirs: dict[str, str], elapsed_s: float) -> str:
         if storage.exists(storage.join(folder, RESULT)):
             parts.append(f"{name} done")
         elif storage.exists(progress):
-            p = storage.read_json(progress)
-            evaluated = f", eval top1 {p['eval_top1']:.4f}" if p.get("eval_top1") is not None else ""
-            parts.append(f"{name} step {p['step']}/{p['total_steps']} ({p['images_per_sec']:.0f} images/s{evaluated})")
+            parts.append(f"{name} {_model_state(storage.read_json(progress))}")
         else:
             parts.append(f"{name} waiting")
     return f"[progress {_duration(elapsed_s)}] " + "; ".join(parts)
+
+
+def _model_state(p: dict) -> str:
+    """building; tracing (step k/n); step k/n (images/s, eval top1): from a trainer's progress.json."""
+    phase = p.get("phase", "training")
+    at = f"step {p['step']}/{p['total_steps']}" if "step" in p else ""
+    if phase != "training":
+        return f"{phase} ({at})" if at and p["step"] else phase
+    figures = [f"{p['images_per_sec']:.0f} images/s"] if p.get("images_per_sec") is not None else []
+    figures += [f"eval top1 {p['eval_top1']:.4f}"] if p.get("eval_top1") is not None else []
+    return f"{at} ({', '.join(figures)})" if figures else at
 
 
 class PromoteProgress(Callback):

@@ -27,7 +27,7 @@ import pandas as pd
 from evolution import SearchAlgorithm, resume
 from experiments.search import JOURNAL, trial_resources
 from trainer import storage
-from trainer.train_config import TrainConfig, config_from_saved
+from trainer.train_config import PROGRESS, TrainConfig, config_from_saved
 
 PLAN = "promote_plan.json"
 RESULT = "result.json"
@@ -250,6 +250,7 @@ def promote_trial(config: dict[str, Any], threads: int) -> None:
     use_gpu_memory_growth()
     set_threads(threads)
     train_config = config_from_saved(config["train_config"])
+    storage.write_json(storage.join(train_config.model_dir, PROGRESS), {"phase": "building"})  # for the watcher
     trainer = Trainer(train_config)
     final = trainer.train()
     wall = float(trainer.wall_seconds.numpy())

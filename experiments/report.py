@@ -357,7 +357,7 @@ def build_report(runs: list[SearchRun | PromoteRun]) -> tuple[str, str]:
 
     named = [(f"{r.name}: trial {tid}", g) for r in searches for tid, g in r.genotypes.items()]
     named += [(f"{r.name}: {name}", NasNetGenotype.from_json(g)) for r in promotes for name, g in r.genotypes.items()]
-    cells: dict[str, tuple[list[str], NasNetGenotype]] = {}  # one drawing per genotype, all its names
+    cells: dict[str, tuple[list[str], Any]] = {}  # one drawing per genotype, all its names
     for title, genotype in named:
         cells.setdefault(genotype.key(), ([], genotype))[0].append(title)
     if cells:
@@ -369,6 +369,9 @@ def build_report(runs: list[SearchRun | PromoteRun]) -> tuple[str, str]:
                 index=False, float_format=lambda v: f"{v:.4g}")]
         for i, (titles, genotype) in enumerate(cells.values()):
             title = " = ".join(titles)
+            if not isinstance(genotype, NasNetGenotype):  # a space of one's own: its genotype as text
+                body.append(f"<p><b>{html.escape(title)}</b>: <code>{html.escape(str(genotype))}</code></p>")
+                continue
             try:
                 body.append(_figure(f"cell-{i}", cell_figure(genotype, title), f"{title}: {genotype}"))
             except GraphvizMissing as err:

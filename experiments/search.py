@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from evolution import ALGORITHMS, JournalLock, SearchAlgorithm, make_algorithm, resume
+from evolution.algorithms import genotype_of
 from evolution.objectives import LIMITED, MEASURES, Limits, MnasReward, parse_goals
 from evolution.rungs import Rungs
 from experiments.results import top_table, write_results
@@ -63,6 +64,11 @@ class SearchConfig:
     latency_weight: float = -0.07
     cost_metric: str = "latency_ms"  # the reward's cost measure
     proxy: ProxyConfig = field(default_factory=ProxyConfig)
+    objective: str = "val_accuracy"  # the metric a trial reports that the search maximises (mode max) or minimises
+    mode: str = "max"
+    space: dict[str, Any] | None = None  # another space's to_config() (default: NASNet cells of num_blocks blocks)
+    initial: tuple[Any, ...] = ()  # genotypes (their JSON) that open the first population, before random ones
+    trainable: str = ""  # a function of one's own (experiments.api), named; empty: the proxy trainer
 
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
@@ -99,6 +105,9 @@ class SearchConfig:
         if self.objectives and self.algorithm != "pareto_evolution":
             raise ValueError("objectives: several objectives need --algorithm=pareto_evolution")
         parse_goals(list(self.objectives), MEASURES)  # validates them
+        space = self.search_space()
+        for i, genotype in enumerate(self.initial):  # before anything is written
+            genotype_of(space, genotype, f"initial[{i}]")
         self.limits()
         self.reward()
 
@@ -129,15 +138,17 @@ class SearchConfig:
         return size_measure(self.proxy.to_dict(), self.search_space().to_config())
 
     def search_space(self) -> SearchSpace:
-        """The space candidates come from: NASNet cells, the one family the proxy trainer builds."""
-        return space_from_config({"name": "nasnet", "num_blocks": self.num_blocks})
+        """The space candidates come from: NASNet cells, the one family the proxy trainer builds, unless
+        a function of one's own trains them (`space`)."""
+        return space_from_config(self.space or {"name": "nasnet", "num_blocks": self.num_blocks})
 
     def new_algorithm(self, journal_path: str | None = None, journal_lock: JournalLock | None = None
                       ) -> SearchAlgorithm:
         rungs = Rungs(self.rungs, self.reduction_factor) if self.rungs else None
         return make_algorithm(self.algorithm, self.search_space(), self.algorithm_params(), seed=self.seed,
                               journal_path=journal_path, journal_lock=journal_lock, rungs=rungs,
-                              reward=self.reward(), limits=self.limits(), measure=self.size_measure())
+                              reward=self.reward(), limits=self.limits(), measure=self.size_measure(),
+                              objective=self.objective, mode=self.mode, initial=self.initial)
 
 
 def _comparable_proxy(proxy: dict[str, Any]) -> dict[str, Any]:
@@ -168,7 +179,8 @@ def open_search(config: SearchConfig) -> SearchAlgorithm:
     incomparable trials (algorithm, seed, P, S, space, proxy task), and when a data dir cannot
     feed the proxy.
     """
-    check_proxy(config.proxy)
+    if not config.trainable:
+        check_proxy(config.proxy)
     os.makedirs(config.output_dir, exist_ok=True)
     journal = os.path.join(config.output_dir, JOURNAL)
     config_path = os.path.join(config.output_dir, CONFIG)
@@ -275,10 +287,13 @@ def trial_resources(config: SearchConfig, cluster: dict[str, float]) -> tuple[di
     return {k: v for k, v in resources.items() if v}, concurrent
 
 
-def run_search(config: SearchConfig, algorithm: SearchAlgorithm, trainable: Any = None) -> SearchAlgorithm:
+def run_search(config: SearchConfig, algorithm: SearchAlgorithm, trainable: Any = None,
+               make_trainable: Callable[[Any], Any] | None = None) -> SearchAlgorithm:
     """Run the search's remaining trials through Ray Tune; the journal records every result.
     `trainable` (a function of the trial's config; default: train the candidate) is for measuring
-    and testing the machinery itself. Raises SearchHalted when the circuit breaker trips."""
+    and testing the machinery itself; `make_trainable(notes)` makes one that is given the search's
+    FailureNotes (what a hung trial's watchdog writes down). Raises SearchHalted when the circuit
+    breaker trips."""
     import ray
     from ray import tune
     from ray.tune.search import ConcurrencyLimiter
@@ -325,7 +340,9 @@ def run_search(config: SearchConfig, algorithm: SearchAlgorithm, trainable: Any 
         def failure_reason(trial_id: int, tune_trial_id: str) -> str | None:
             return ray.get(notes.get.remote(trial_id), timeout=60)
 
-        if trainable is None:
+        if make_trainable is not None:
+            trainable = make_trainable(notes)
+        elif trainable is None:
             trainable = tune.with_parameters(
                 run_trial, proxy={**config.proxy.to_dict(), "threads": max(1, int(resources["CPU"])),
                                   "tpu": "local" if config.tpus_per_trial else None},
@@ -359,7 +376,7 @@ def run_search(config: SearchConfig, algorithm: SearchAlgorithm, trainable: Any 
                     callbacks=[progress],
                 ),
             ).fit()
-            if algorithm.completed() == before:  # nothing came back (every trial stopped): do not spin
+            if algorithm.completed() == before and not algorithm.waiting_reissue():  # every trial stopped
                 break
     finally:
         interrupt.close()
@@ -437,7 +454,7 @@ def on_result(algorithm: SearchAlgorithm, trial_id: int, config: SearchConfig) -
     if config.upload_to:
         _upload(lambda: upload_results(config.output_dir, config.upload_to), config.upload_to)
     trial, outcome = algorithm.trials[trial_id], algorithm.outcomes[trial_id]
-    origin = "random" if trial.parent_id is None else f"child of {trial.parent_id}: {trial.mutation}"
+    origin = trial.mutation if trial.parent_id is None else f"child of {trial.parent_id}: {trial.mutation}"
     if outcome.status == "ok":
         result = describe_result(algorithm, outcome.metrics)
     else:

@@ -188,7 +188,13 @@ class NasNetSpace:
         }
 
     def genotype_from_json(self, data: Any) -> NasNetGenotype:
-        return NasNetGenotype.from_json(data)
+        """The genotype of `data`; a ValueError when its cells' block count is not this space's. Any known op
+        is allowed (a seed such as AmoebaNet-D's may use ops mutation does not draw)."""
+        genotype = NasNetGenotype.from_json(data)
+        for kind, cell in (("normal", genotype.normal), ("reduction", genotype.reduction)):
+            if len(cell.blocks) != self.num_blocks:
+                raise ValueError(f"{kind} cell: {len(cell.blocks)} blocks, this space's cells have {self.num_blocks}")
+        return genotype
 
     def _sample_cell(self, rng: random.Random) -> Cell:
         blocks = [

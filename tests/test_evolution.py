@@ -346,3 +346,20 @@ def test_a_journal_two_drivers_wrote_is_readable_first_result_counting(tmp_path,
         algorithm = resume(path, read_only=True)
     assert "asked again; skipped" in caplog.text and "told again" in caplog.text
     assert sorted(algorithm.outcomes) == [0, 1, 2, 3, 4] and not algorithm.pending()
+
+
+def test_initial_genotypes_come_first_are_journaled_and_replay(tmp_path):
+    from searchspace.references import AMOEBANET_A, AMOEBANET_D
+
+    path = str(tmp_path / "j.jsonl")
+    algorithm = RegularizedEvolution(SPACE, population_size=3, sample_size=2, seed=2, journal_path=path,
+                                     initial=[AMOEBANET_A, AMOEBANET_D.to_json()])
+    run_fake(algorithm, 5)
+    trials = list(algorithm.trials.values())
+    assert [t.genotype for t in trials[:2]] == [AMOEBANET_A, AMOEBANET_D] and trials[0].mutation == "initial"
+    assert trials[2].mutation == "random" and trials[3].parent_id is not None  # then random, then evolution
+    algorithm.close()
+    replayed = resume(path, read_only=True)
+    assert replayed.trials == algorithm.trials and replayed.initial == (AMOEBANET_A, AMOEBANET_D)
+    with pytest.raises(ValueError, match=r"initial\[0\]: not a genotype of the nasnet space"):
+        RegularizedEvolution(SPACE, initial=[{"depth": 2}])

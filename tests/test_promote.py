@@ -116,39 +116,40 @@ def test_promote_end_to_end_on_fake_imagenet(tmp_path):
     write_fake_imagenet(data, num_train=64, num_eval=32, num_classes=4, image_size=16)
     search = _with_params(str(tmp_path / "search"), [(0.3, 1000), (0.6, 900), (0.5, 800), (0.1, 700)])
     out = tmp_path / "promote"
-    command = ["promote", f"--search_dir={search}", "--top_k=2", "--baselines=resnet20", f"--data={data}",
-               f"--output_dir={out}", "--match_params=resnet20", "--target_top1=0.01", "--cost_per_hour=2", *RECIPE]
+    command = ["promote", f"--search_dir={search}", "--top_k=1", "--baselines=resnet20", f"--data={data}",
+               f"--output_dir={out}", "--target_top1=0.01", "--cost_per_hour=2", *RECIPE]
     first = amoeba(*command)
     table = pd.read_csv(out / "comparison.csv")
-    assert list(table.name) == ["search-trial1", "search-trial2", "resnet20"]
+    assert "comparing at equal size: each cell's filters are set to match resnet20's parameters" in first.stdout
+    assert list(table.name) == ["search-trial1", "resnet20"]
     assert (table.status == "ok").all()
     resnet = table[table.name == "resnet20"].iloc[0]
     assert resnet.params == 269_332  # ResNet-20 with a 4-class head
     cells = table[table.kind == "searched"]
     assert ((cells.params - resnet.params).abs() <= 0.1 * resnet.params).all()
-    assert (cells.filters > 0).all() and (cells.search_val_accuracy == [0.6, 0.5]).all()
+    assert (cells.filters > 0).all() and (cells.search_val_accuracy == [0.6]).all()
     assert table.top1.between(0, 1).all() and (table.top5 >= table.top1).all()
     assert (table.multiply_adds > 0).all() and (table.images_per_sec > 0).all()
     assert (table.time_to_top1_s <= table.wall_seconds + 1e-6).all()
     assert (table.cost_to_top1 - table.time_to_top1_s / 3600 * 2).abs().max() < 1e-9
     history = [json.loads(line) for line in open(out / "models" / "resnet20" / "eval_history.jsonl")]
     assert [row["step"] for row in history] == [3, 6]
-    assert json.loads((out / "comparison.json").read_text())[2]["name"] == "resnet20"
+    assert json.loads((out / "comparison.json").read_text())[1]["name"] == "resnet20"
     assert "resnet20" in first.stdout and "top1" in first.stdout
-    assert "] search-trial1 done; search-trial2 done; resnet20 done" in first.stdout  # the progress line
+    assert "] search-trial1 done; resnet20 done" in first.stdout  # the progress line
 
     # Rerun: finished models are not retrained; one without its result resumes from its checkpoint
-    cell = out / "models" / "search-trial2"
+    cell = out / "models" / "search-trial1"
     kept = os.path.getmtime(out / "models" / "resnet20" / "result.json")
     os.remove(cell / "result.json")
     again = amoeba(*command)
-    assert "search-trial1: already trained" in again.stdout and "resnet20: already trained" in again.stdout
+    assert "search-trial1: already trained" not in again.stdout and "resnet20: already trained" in again.stdout
     assert os.path.getmtime(out / "models" / "resnet20" / "result.json") == kept
     assert json.loads((cell / "result.json").read_text())["steps"] == 6  # not 12: resumed at its last step
     assert (pd.read_csv(out / "comparison.csv").status == "ok").all()
 
-    changed = amoeba(*[c.replace("--top_k=2", "--top_k=1") for c in command], check=False)
-    assert changed.returncode == 1 and "top_k: 2 -> 1" in changed.stderr
+    changed = amoeba(*[c.replace("--top_k=1", "--top_k=2") for c in command], check=False)
+    assert changed.returncode == 1 and "top_k: 1 -> 2" in changed.stderr
 
     # ... then the report of both: the comparison table and the promoted cells drawn
     report = amoeba("report", search, str(out))
@@ -189,3 +190,17 @@ def test_a_genotype_seen_twice_is_promoted_once():
                              outcomes={i: Outcome("ok", {"val_accuracy": v}) for i, v in enumerate(scores)},
                              standing=lambda tid: (0, scores[tid]))
     assert best_distinct_trials(search, 3) == [2, 1, 3]  # trial 0 repeats trial 2's cell
+
+
+def test_the_progress_line_says_building_tracing_or_the_step_from_the_first_minute(tmp_path):
+    from experiments.progress import models_line
+    from trainer.storage import write_json
+
+    states = {"a": {"phase": "building"}, "b": {"phase": "tracing", "step": 0, "total_steps": 20},
+              "c": {"phase": "training", "step": 7, "total_steps": 20},
+              "d": {"phase": "training", "step": 9, "total_steps": 20, "images_per_sec": 31.2, "eval_top1": 0.25}}
+    dirs = {name: str(tmp_path / name) for name in [*states, "e"]}
+    for name, state in states.items():
+        write_json(os.path.join(dirs[name], "progress.json"), state)
+    assert models_line(dirs, 61).endswith("] a building; b tracing; c step 7/20; "
+                                          "d step 9/20 (31 images/s, eval top1 0.2500); e waiting")

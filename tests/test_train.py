@@ -62,6 +62,8 @@ def test_train_kill_resume_evaluate_export_predict(cifar_mini, tmp_path):
     evaluation = json.load(open(os.path.join(model_dir, "eval_results.json")))
     assert evaluation["step"] == 60 and evaluation["num_examples"] == 200
     assert evaluation["top5"] >= evaluation["top1"] >= 0
+    progress = json.load(open(os.path.join(model_dir, "progress.json")))
+    assert progress["phase"] == "training" and progress["step"] == progress["total_steps"] == 60
     assert {"loss", "top1", "top5", "learning_rate", "images_per_sec"} <= summary_tags(os.path.join(model_dir, "train"))
     assert {"loss", "top1", "top5"} <= summary_tags(os.path.join(model_dir, "eval"))
     assert summary_steps(os.path.join(model_dir, "eval"), "top1") == [30, 60]  # every --steps_per_eval
@@ -112,41 +114,25 @@ def test_a_tiny_overfit_model_predicts_its_training_images(cifar_mini, tmp_path)
     assert "--model is deprecated; use --export_dir" in predicted.stderr
     assert all(o["predictions"][0]["label"] in ("airplane", "frog") for o in json.loads(predicted.stdout))
 
-    # The same model_dir on data with other labels, or with a shifted label offset: refused at once.
+    # The same model_dir on data with other labels, or with a shifted label offset: refused at once
+    # (in this process: `amoeba train` turns the ValueError into exit 1 as for every bad input).
+    from trainer.train import Trainer
+    from trainer.train_config import TrainConfig
+
     _, cifar = cifar_mini
-    result = amoeba("train", "--model=resnet18", "--image_size=32", "--train_steps=90", f"--data={cifar}",
-                    f"--model_dir={model_dir}", check=False)
-    assert result.returncode == 1 and "was trained with ['airplane', 'frog']" in result.stderr
-    result = amoeba("train", "--model=resnet18", "--image_size=32", "--train_steps=90", f"--data={data}",
-                    f"--model_dir={model_dir}", "--label_offset=1", check=False)
-    assert result.returncode == 1 and "records label_offset 0" in result.stderr
+    with pytest.raises(ValueError, match=r"was trained with \['airplane', 'frog'\]"):
+        Trainer(TrainConfig(model="resnet18", image_size=32, train_steps=90, data=cifar, model_dir=model_dir)).restore()
+    with pytest.raises(ValueError, match="records label_offset 0"):
+        Trainer(TrainConfig(model="resnet18", image_size=32, train_steps=90, data=data, model_dir=model_dir,
+                            label_offset=1))
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("precision", ["mixed_float16", "bfloat16"])
-def test_nasnet_recipe_paths_train_in_reduced_precision(precision, tmp_path):
-    """AmoebaNet-D's recipe features together: aux head, drop path, RMSProp with warm-up and
-    exponential decay, weight decay, label smoothing, a reduced precision; on fake ImageNet."""
-    data, model_dir = str(tmp_path / "fake"), str(tmp_path / "m")
-    amoeba("prepare", "--fake_imagenet", f"--output_dir={data}", "--num_train=64", "--num_eval=16",
-           "--num_classes=3", "--image_size=32")
-    result = amoeba("train", "--model=amoebanet_d", "--num_cells=1", "--filters=8", "--image_size=32",
-                    "--train_batch_size=16", "--eval_batch_size=16", "--train_steps=6", "--iterations_per_loop=3",
-                    "--optimizer=rmsprop", "--learning_rate=0.05", "--lr_warmup_epochs=0.5", "--lr_decay_value=0.9",
-                    "--lr_decay_epochs=1", "--aux_weight=0.4", "--drop_path_keep_prob=0.7",
-                    "--weight_decay=4e-5", "--label_smoothing=0.1", f"--precision={precision}",
-                    f"--data={data}", f"--model_dir={model_dir}")
-    assert "step 6/6" in result.stdout and "final eval" in result.stdout
-    saved = json.load(open(os.path.join(model_dir, "train_config.json")))
-    assert saved["precision"] == precision and saved["params"] > 0 and saved["multiply_adds"] > 0
-    evaluation = json.load(open(os.path.join(model_dir, "eval_results.json")))
-    assert evaluation["num_examples"] == 16 and all(map(math.isfinite, evaluation.values()))
-    assert evaluation["step"] == 6  # applied updates: a step skipped by the loss scale does not count
-
-
-@pytest.mark.integration
-def test_retrain_a_searched_cell_from_best_genotype_json(tmp_path):
-    """The promotion path: a search's best_genotype.json is a model for `amoeba train`."""
+def test_a_searched_cell_retrains_from_best_genotype_json_with_the_nasnet_recipe_in_bfloat16(tmp_path):
+    """The promotion path (a search's best_genotype.json is a model for `amoeba train`) with
+    AmoebaNet-D's recipe features together: aux head, drop path, RMSProp with warm-up and
+    exponential decay, weight decay, label smoothing, bfloat16; on fake ImageNet. (mixed_float16
+    training runs in tests/test_gpu_training_benchmark.py.)"""
     import random
 
     from searchspace import NasNetSpace
@@ -155,14 +141,21 @@ def test_retrain_a_searched_cell_from_best_genotype_json(tmp_path):
     best = tmp_path / "best_genotype.json"
     best.write_text(json.dumps({"trial_id": 7, "value": 0.9, "genotype": genotype.to_json()}))
     data, model_dir = str(tmp_path / "fake"), str(tmp_path / "m")
-    amoeba("prepare", "--fake_imagenet", f"--output_dir={data}", "--num_train=32", "--num_eval=8",
-           "--num_classes=2", "--image_size=32")
+    amoeba("prepare", "--fake_imagenet", f"--output_dir={data}", "--num_train=64", "--num_eval=16",
+           "--num_classes=3", "--image_size=32")
     result = amoeba("train", f"--model={best}", "--num_cells=1", "--filters=8", "--image_size=32",
-                    "--train_batch_size=8", "--eval_batch_size=8", "--train_steps=4", "--iterations_per_loop=2",
+                    "--train_batch_size=16", "--eval_batch_size=16", "--train_steps=6", "--iterations_per_loop=3",
+                    "--optimizer=rmsprop", "--learning_rate=0.05", "--lr_warmup_epochs=0.5", "--lr_decay_value=0.9",
+                    "--lr_decay_epochs=1", "--aux_weight=0.4", "--drop_path_keep_prob=0.7",
+                    "--weight_decay=4e-5", "--label_smoothing=0.1", "--precision=bfloat16",
                     f"--data={data}", f"--model_dir={model_dir}")
-    assert "step 4/4" in result.stdout
+    assert "step 6/6" in result.stdout and "final eval" in result.stdout
     saved = json.load(open(os.path.join(model_dir, "train_config.json")))
     assert saved["model"] == "genotype" and saved["genotype"] == genotype.to_json()
+    assert saved["precision"] == "bfloat16" and saved["params"] > 0 and saved["multiply_adds"] > 0
+    evaluation = json.load(open(os.path.join(model_dir, "eval_results.json")))
+    assert evaluation["num_examples"] == 16 and all(map(math.isfinite, evaluation.values()))
+    assert evaluation["step"] == 6
     bad = amoeba("train", "--model=resnet19", f"--data={data}", f"--model_dir={tmp_path / 'x'}", check=False)
     assert bad.returncode == 1 and "not one of resnet18" in bad.stderr
 
@@ -185,3 +178,18 @@ def test_a_checkpoint_written_before_wall_time_was_kept_still_resumes(tmp_path):
     result = resumed.train()
     assert result["step"] == 2 and [row["step"] for row in resumed.evaluations()] == [2]
     assert 0 < resumed.evaluations()[0]["wall_seconds"] == float(resumed.wall_seconds.numpy())
+
+
+def test_the_progress_file_says_tracing_then_follows_the_step_inside_one_long_loop(tmp_path, monkeypatch):
+    from trainer import train
+
+    monkeypatch.setattr(train, "PROGRESS_EVERY_S", 0.05)
+    path, step = str(tmp_path / "progress.json"), tf.Variable(0, dtype=tf.int64)
+    progress = train.ProgressFile(path, step, 20)
+    assert json.load(open(path)) == {"phase": "tracing", "step": 0, "total_steps": 20}
+    step.assign(7)  # what a long tf.function loop does to the optimizer's step, unseen by Python
+    deadline = time.time() + 10
+    while time.time() < deadline and json.load(open(path))["step"] != 7:
+        time.sleep(0.02)
+    progress.close()
+    assert json.load(open(path)) == {"phase": "training", "step": 7, "total_steps": 20}

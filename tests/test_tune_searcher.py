@@ -28,18 +28,22 @@ def test_suggest_hands_out_the_algorithms_trials_up_to_the_budget(tmp_path):
 
 
 def test_results_errors_and_crashes_are_told(tmp_path):
-    algorithm, searcher, told = make(tmp_path)
+    algorithm, searcher, told = make(tmp_path, budget=4)
     for i in range(3):
         searcher.suggest(f"tune_{i}")
     searcher.on_trial_complete("tune_0", {"val_accuracy": 0.9, "error": "", "params": 10,
                                           "config/trial_id": 0, "config/mutation": "random",
                                           "time_total_s": 3.0, "trial_id": "tune_0"})
     searcher.on_trial_complete("tune_1", {"val_accuracy": float("nan"), "error": "timeout: over 5 s"})
-    searcher.on_trial_complete("tune_2", None, error=True)
+    searcher.on_trial_complete("tune_2", None, error=True)  # its worker was lost: re-issued once
+    assert told == [0, 1] and algorithm.pending() == [2]
+    assert searcher.suggest("tune_3")["trial_id"] == 2
+    searcher.on_trial_complete("tune_3", None, error=True)  # lost again: failed
     assert told == [0, 1, 2]
     assert dict(algorithm.outcomes[0].metrics) == {"val_accuracy": 0.9, "params": 10}
     assert algorithm.outcomes[1].error == "timeout: over 5 s"
-    assert "error.txt of Tune trial tune_2" in algorithm.outcomes[2].error
+    assert "failed twice: see error.txt of Tune trial tune_3" in algorithm.outcomes[2].error
+    assert [e["event"] for e in map(json.loads, open(tmp_path / "j.jsonl"))].count("reissue") == 1
 
 
 def test_a_stopped_trial_stays_in_flight_and_a_lost_worker_gets_its_written_reason(tmp_path):

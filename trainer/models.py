@@ -65,19 +65,26 @@ MODEL_NAMES = tuple(MODEL_FAMILIES)
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """Which network to build. NASNet fields (num_cells: N, normal cells per stack; filters: F) are
-    ignored by ResNets; name="genotype" builds `genotype`."""
+    """Which network `build_model` builds, for image_size x image_size x 3 inputs (our pipelines scale
+    pixels to [-1, 1]); the model outputs float32 LOGITS (train with `from_logits=True`), and with
+    `aux_head` [logits, aux_logits].
 
-    name: str
+        spec = ModelSpec("genotype", num_classes=10, image_size=32, num_cells=2, filters=16,
+                         genotype=best_cell)
+        model = build_model(spec)  # a plain keras.Model: compile and fit it as any other
+
+    The NASNet fields are ignored by the ResNets."""
+
+    name: str  # a MODEL_FAMILIES name: "genotype" (build `genotype`), amoebanet_a/d, nasnet_a, resnet20..., resnet50...
     num_classes: int
-    image_size: int
-    num_cells: int = 2
-    filters: int = 256
-    stem: str = "auto"
-    dropout: float = 0.0
-    drop_path_keep_prob: float = 1.0
-    aux_head: bool = False
-    genotype: NasNetGenotype | None = None
+    image_size: int  # height = width in pixels
+    num_cells: int = 2  # NASNet N: normal cells per stack (3 stacks, a reduction cell between them)
+    filters: int = 256  # NASNet F: filters of the first stack, doubled at each reduction (256: AmoebaNet-D on ImageNet)
+    stem: str = "auto"  # "cifar" (one 3x3 conv), "imagenet" (a stride-2 conv and two reduction cells), or auto by size
+    dropout: float = 0.0  # before the classifier
+    drop_path_keep_prob: float = 1.0  # ScheduledDropPath's keep probability at the end of training (1: off)
+    aux_head: bool = False  # an auxiliary classifier after the second stack (a second output, training only)
+    genotype: NasNetGenotype | None = None  # the cells, exactly when name is "genotype"
 
     def __post_init__(self) -> None:
         if self.name not in MODEL_NAMES:
@@ -114,7 +121,8 @@ class ModelSpec:
 
 
 def build_model(spec: ModelSpec) -> keras.Model:
-    """The network `spec` names, for image_size x image_size x 3 inputs."""
+    """The network `spec` names, for image_size x image_size x 3 inputs; `model_report(model)` gives
+    its trainable parameters and multiply-adds."""
     return spec.family.build(spec)
 
 

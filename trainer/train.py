@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import threading
 import time
 from typing import Any
 
@@ -57,6 +58,43 @@ def steps_per_eval(config: TrainConfig, info: DataInfo) -> int:
     if config.steps_per_eval > 0 or config.epochs_per_eval <= 0:
         return config.steps_per_eval
     return max(1, round(config.epochs_per_eval * info.num_train_images / config.train_batch_size))
+
+
+class ProgressFile:
+    """A model_dir's progress.json, what watchers read (amoeba promote's progress lines): the phase
+    (tracing until the first steps are done, then training), the step of total_steps, and the last
+    loop's figures. It is rewritten at most every PROGRESS_EVERY_S (or when `now` is asked), and a
+    heartbeat thread rewrites it as often during a long loop, the step read from `step_variable`."""
+
+    def __init__(self, path: str, step_variable: tf.Variable, total_steps: int) -> None:
+        self.path, self.step_variable = path, step_variable
+        self.start = int(step_variable)
+        self.fields: dict[str, Any] = {"phase": "tracing", "step": self.start, "total_steps": total_steps}
+        self.lock = threading.Lock()
+        self.written = 0.0
+        self.stop = threading.Event()
+        self.update(True)
+        self.thread = threading.Thread(target=self._beat, name="amoeba-progress", daemon=True)
+        self.thread.start()
+
+    def update(self, now: bool = False, **fields: Any) -> None:
+        with self.lock:
+            self.fields.update(fields)
+            if now or time.monotonic() - self.written >= PROGRESS_EVERY_S:
+                storage.write_json(self.path, self.fields)
+                self.written = time.monotonic()
+
+    def _beat(self) -> None:
+        while not self.stop.wait(PROGRESS_EVERY_S / 2):
+            try:
+                step = int(self.step_variable)  # the optimizer's step, also inside one long loop
+            except Exception:  # noqa: BLE001 - a variable on a device another thread cannot read
+                step = self.fields["step"]
+            self.update(step=step, **({"phase": "training"} if step > self.start else {}))
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=5)
 
 
 class Trainer:
@@ -218,10 +256,18 @@ class Trainer:
                              label_offset=self.label_offset, seed=config.seed + step, cache=config.cache,
                              augmentation=config.augmentation, cutout=config.cutout)
         iterator = iter(self.strategy.experimental_distribute_dataset(data))
+        progress = ProgressFile(storage.join(config.model_dir, PROGRESS), self.optimizer.iterations, self.total_steps)
+        try:
+            return self._train_loop(train_loop, eval_batch, iterator, step, progress)
+        finally:
+            progress.close()
+
+    def _train_loop(self, train_loop, eval_batch, iterator, step: int, progress: "ProgressFile") -> dict[str, Any]:
+        config = self.config
         train_writer = tf.summary.create_file_writer(storage.join(config.model_dir, "train"))
         eval_writer = tf.summary.create_file_writer(storage.join(config.model_dir, "eval"))
         every_steps, every_eval = config.save_checkpoints_steps, self.steps_per_eval
-        last_save = last_progress = time.monotonic()
+        last_save = time.monotonic()
         clock = time.perf_counter()
         result: dict[str, Any] = {}
         while step < self.total_steps:
@@ -262,12 +308,9 @@ class Trainer:
                       f"loss {result['loss']:.4f}", flush=True)
             # what a watcher reads (amoeba promote's progress lines): one small file, replaced at most
             # every PROGRESS_EVERY_S (a gs:// object takes about one write a second)
-            if at_eval or step == self.total_steps or time.monotonic() - last_progress >= PROGRESS_EVERY_S:
-                last_progress = time.monotonic()
-                storage.write_json(storage.join(config.model_dir, PROGRESS),
-                                   {"step": step, "total_steps": self.total_steps, "loss": loss / n,
-                                    "top1": top1 / n, "images_per_sec": n / seconds, "eval_top1": result.get("top1"),
-                                    "wall_seconds": float(self.wall_seconds.numpy())})
+            progress.update(at_eval or step == self.total_steps, phase="training", step=step, loss=loss / n,
+                            top1=top1 / n, images_per_sec=n / seconds, eval_top1=result.get("top1"),
+                            wall_seconds=float(self.wall_seconds.numpy()))
         train_writer.flush()
         eval_writer.flush()
         if not result:  # already trained to total_steps: report the last evaluation again

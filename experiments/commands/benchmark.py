@@ -13,6 +13,8 @@ at each number of epochs, and --rungs make the search multi-fidelity (evolution/
 
 from __future__ import annotations
 
+SUMMARY = "judge search algorithms on a tabular benchmark (NAS-Bench-201) in seconds"  # for `amoeba --help`
+
 import json
 
 from absl import app, flags

@@ -6,6 +6,8 @@ evaluates it on the data it was trained with or on --data; --export_dir also exp
 
 from __future__ import annotations
 
+SUMMARY = "evaluate a trained model's latest checkpoint on the evaluation split"  # for `amoeba --help`
+
 import json
 
 from absl import app, flags

@@ -7,6 +7,8 @@ spelling of --export_dir: in `amoeba train`, --model names an architecture.)
 
 from __future__ import annotations
 
+SUMMARY = "classify images with an exported model"  # for `amoeba --help`
+
 import json
 import sys
 

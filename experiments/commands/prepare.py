@@ -20,6 +20,8 @@ by tensorflow/tpu's imagenet_to_gcs, with --label_offset=1): one scan counts the
 
 from __future__ import annotations
 
+SUMMARY = "turn CSVs of path,label rows pointing at JPEGs into a data dir"  # for `amoeba --help`
+
 from absl import app, flags
 
 FLAGS = flags.FlagValues()

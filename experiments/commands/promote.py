@@ -6,11 +6,15 @@ and each --baselines model train on --data's training split with the recipe flag
 `amoeba train`'s; a flagfile such as experiments/configs/promote_cifar10_cpu.cfg sets them), each
 as a Ray trial (--cpus/--gpus/--tpus_per_trial as in search), and are evaluated on its evaluation
 split, which a search never reads. --match_params=resnet20 (or a number) sizes each cell's filters
-to within 10% of that many parameters. Rerun the same command to resume: finished models are not
-retrained, the others resume from their checkpoints. Writes comparison.csv and comparison.json.
+to within 10% of that many parameters; with --baselines and neither --match_params nor --filters,
+the cells are sized to the first baseline (a comparison is fair at equal size). Rerun the same
+command to resume: finished models are not retrained, the others resume from their checkpoints.
+Writes comparison.csv and comparison.json.
 """
 
 from __future__ import annotations
+
+SUMMARY = "train the best searched cells and baselines under one recipe and compare them"  # for `amoeba --help`
 
 import os
 
@@ -32,7 +36,8 @@ flags.DEFINE_string("data", None, "A dir made by `amoeba prepare` (local or gs:/
 flags.DEFINE_string("output_dir", None, "Folder for the models, the plan and the comparison; rerun to resume.",
                     **F)
 flags.DEFINE_string("match_params", None, "A model name or a parameter count: each cell's --filters is set so "
-                    "its parameters are within 10% of it.", **F)
+                    "its parameters are within 10% of it (default with --baselines and no --filters: the first "
+                    "baseline).", **F)
 flags.DEFINE_float("target_top1", 0.0, "Time to this top-1 accuracy (DAWNBench: the first evaluation at or over "
                    "it; 0: not measured).", **F)
 flags.DEFINE_float("target_top5", 0.0, "Time to this top-5 accuracy (0: not measured).", **F)
@@ -59,11 +64,16 @@ def main(args: list[str]) -> None:
         if not FLAGS[name].value:
             raise app.UsageError(f"promote needs --{name}")
     data = FLAGS.data if FLAGS.data.startswith("gs://") else os.path.abspath(FLAGS.data)
+    match_params = FLAGS.match_params
+    if not match_params and FLAGS.baselines and FLAGS.search_dir and not FLAGS["filters"].present:
+        match_params = FLAGS.baselines[0]  # the paper's rule: compare at equal size
+        print(f"comparing at equal size: each cell's filters are set to match {match_params}'s parameters "
+              "(--filters=F or --match_params=MODEL|COUNT to choose)", flush=True)
     try:
         config = PromoteConfig(
             output_dir=FLAGS.output_dir, data=data, recipe=recipe_from_flags(FLAGS, "promote"),
             search_dirs=tuple(os.path.abspath(d) for d in FLAGS.search_dir), top_k=FLAGS.top_k, baselines=tuple(FLAGS.baselines),
-            match_params=FLAGS.match_params, target_top1=FLAGS.target_top1, target_top5=FLAGS.target_top5,
+            match_params=match_params, target_top1=FLAGS.target_top1, target_top5=FLAGS.target_top5,
             cost_per_hour=FLAGS.cost_per_hour, cpus_per_trial=FLAGS.cpus_per_trial,
             gpus_per_trial=FLAGS.gpus_per_trial, tpus_per_trial=FLAGS.tpus_per_trial,
             max_concurrent=FLAGS.max_concurrent, max_failures=FLAGS.max_failures, ray_address=FLAGS.ray_address)

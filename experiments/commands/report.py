@@ -7,6 +7,8 @@ by side (e.g. a regularized-evolution and a random search, and the promote of th
 
 from __future__ import annotations
 
+SUMMARY = "one self-contained report.html of searches and promotions"  # for `amoeba --help`
+
 import os
 
 from absl import app, flags

@@ -6,6 +6,8 @@ no Ray and changes nothing in DIR.
 
 from __future__ import annotations
 
+SUMMARY = "a search's results, also while it runs"  # for `amoeba --help`
+
 import json
 import os
 
@@ -50,8 +52,10 @@ def main(args: list[str]) -> None:
         config_path = os.path.join(out, CONFIG)
         max_trials = read_json(config_path)["max_trials"] if os.path.exists(config_path) else len(algorithm.trials)
         print(f"{out}: {algorithm.name}, {status_line(algorithm, max_trials)}; {journal_pace(algorithm, max_trials)}")
-        shown = ["trial_id", "parent_id", "status", *(["rung", "epochs"] if algorithm.rungs else []),
-                 *shown_measures(algorithm), "trial_seconds", "mutation"]
+        measures = [m for m in [*shown_measures(algorithm), "trial_seconds"]
+                    if m == algorithm.objective or table[m].notna().any()]  # a function of one's own measures less
+        shown = ["trial_id", "parent_id", "status", *(["rung", "epochs"] if algorithm.rungs else []), *measures,
+                 "mutation", *(["genotype"] if algorithm.space.name != "nasnet" else [])]  # a cell's is too long
         print(table[list(dict.fromkeys(shown))].to_string(
             index=False, float_format=lambda v: f"{v:.4f}", max_colwidth=60) if len(table) else
               "no successful trial yet" if algorithm.outcomes else "no trial finished yet")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+SUMMARY = "search cells by regularized evolution through Ray Tune; rerun to resume"  # for `amoeba --help`
+
 import os
 
 from absl import app, flags
@@ -88,6 +90,9 @@ flags.DEFINE_bool("reuse_workers", _SEARCH.reuse_workers, "Keep each trial worke
                   flag_values=FLAGS)
 flags.DEFINE_string("ray_address", None, "Join a running Ray cluster: auto or HOST:PORT (default: start a "
                     "private one on this machine, on 127.0.0.1 only).", flag_values=FLAGS)
+flags.DEFINE_list("initial", [], "Cells that open the first population, in order, before random ones: reference names "
+                  "(amoebanet_a, amoebanet_d, nasnet_a) or JSON files (a genotype, or a search's best_genotype.json).",
+                  flag_values=FLAGS)
 flags.DEFINE_string("upload_to", None, "gs://BUCKET/PATH: keep a copy of the journal and results there "
                     "(google-cloud-storage; the output dir stays the state).", flag_values=FLAGS)
 
@@ -124,6 +129,7 @@ def main(args: list[str]) -> None:
             latency_target_ms=FLAGS.latency_target_ms,
             latency_weight=FLAGS.latency_weight,
             cost_metric=FLAGS.cost_metric,
+            initial=tuple(_initial(item) for item in FLAGS.initial),
             proxy=ProxyConfig(
                 dataset=FLAGS.dataset or (DATA_DIR_DATASET if FLAGS.data else _PROXY.dataset),
                 data=FLAGS.data if not FLAGS.data or is_gcs(FLAGS.data) else os.path.abspath(FLAGS.data),
@@ -154,6 +160,16 @@ def main(args: list[str]) -> None:
     except ClusterTooSmall as err:  # a config error found once Ray is up: no trial ran
         raise app.UsageError(str(err)) from None
     print(summary(algorithm, config.output_dir))
+
+
+def _initial(item: str) -> dict:
+    """A --initial item as genotype JSON; the error names the item."""
+    from experiments.commands.show import load_genotype
+
+    try:
+        return load_genotype(item).to_json()
+    except ValueError as err:
+        raise ValueError(f"initial: {err}") from None
 
 
 def _whole_numbers(name: str, items: list[str]) -> list[int]:

@@ -8,6 +8,8 @@ JSON, dot is Graphviz source of both cells, svg and png are drawn by Graphviz's 
 
 from __future__ import annotations
 
+SUMMARY = "print or draw a genotype (a reference name or a JSON file)"  # for `amoeba --help`
+
 import json
 import os
 import sys
@@ -31,7 +33,7 @@ def load_genotype(text: str) -> NasNetGenotype:
         with open(text, encoding="utf-8") as f:
             source, raw = text, f.read()
     else:
-        source, raw = "argument", text
+        source, raw = (repr(text) if len(text) <= 40 else "the argument"), text
     try:
         data = json.loads(raw)
     except json.JSONDecodeError as err:

@@ -9,6 +9,8 @@ continue (also on new data), delete it to start fresh. --export_dir exports a Sa
 
 from __future__ import annotations
 
+SUMMARY = "train a model (a searched cell, AmoebaNet, ResNet) fully on a data dir"  # for `amoeba --help`
+
 from absl import app, flags
 
 from experiments.recipe_flags import define_recipe_flags, recipe_from_flags

@@ -1,0 +1,162 @@
+"""amoeba-nas from Python: a search over your own space with your own training function.
+
+    from ray import tune
+    from searchspace import ChoiceSpace
+    from experiments import api
+
+    def train(config):  # a Ray Tune function trainable
+        depth = config["genotype"]["depth"]
+        tune.report({"val_accuracy": ...})
+
+    results, best = api.search(train, ChoiceSpace({"depth": [2, 4, 8]}), output_dir="runs/mine",
+                               max_trials=20, population_size=5, sample_size=2)
+
+`search` runs the same driver as `amoeba search` (the journal, resume by running it again, one
+driver per output dir, the circuit breaker, progress lines, the hang watchdog, results.csv and
+best_genotype.json), so `amoeba results DIR` and `amoeba report DIR` read its output dir. This
+module orchestrates: it must not import TensorFlow (the training function runs in Ray workers).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
+
+import pandas as pd
+
+from evolution import SearchAlgorithm
+from experiments.results import results_table
+from experiments.search import SearchConfig, open_search, run_search
+from searchspace import SearchSpace
+
+
+class BestTrial(NamedTuple):
+    trial_id: int
+    genotype: Any
+    metrics: Mapping[str, Any]
+
+
+class SearchResults(NamedTuple):
+    results: pd.DataFrame  # one row per trial: results.csv's columns and every metric the trials reported
+    best: BestTrial | None  # None when no trial succeeded
+
+
+def search(
+    trainable: Callable[[dict[str, Any]], Any],
+    space: SearchSpace,
+    *,
+    output_dir: str,
+    max_trials: int,
+    population_size: int = 10,
+    sample_size: int = 3,
+    max_concurrent: int = 0,
+    seed: int = 0,
+    objective: str = "val_accuracy",
+    mode: str = "max",
+    algorithm: str = "regularized_evolution",
+    cpus_per_trial: float = 0.0,
+    gpus_per_trial: float = 0.0,
+    ray_address: str | None = None,
+    initial: Sequence[Any] = (),
+    trial_timeout_s: float = 0.0,
+    max_consecutive_failures: int = 5,
+) -> SearchResults:
+    """Search `space` with `trainable` through Ray Tune; run it again with the same `output_dir` to
+    resume (the same settings, else a ValueError says which differ).
+
+    `trainable(config)` gets `config["genotype"]` (a genotype of `space`) and `config["trial_id"]`,
+    and reports `objective` with `ray.tune.report({...})`, or returns a dict of metrics. An
+    exception it raises fails that candidate (its type and message recorded) and the search goes
+    on; `max_consecutive_failures` in a row stop it. `trial_timeout_s` > 0 ends a trial still
+    running after that long (plus a grace) as a timeout. `initial` genotypes (of `space`, or their
+    JSON) are tried first. `max_concurrent` 0: as many trials at once as the CPUs (or
+    `cpus_per_trial`/`gpus_per_trial`) allow. A space of your own class is registered with
+    `searchspace.register_space` first.
+    """
+    from ray import tune
+
+    from searchspace import register_space
+
+    register_space(type(space))  # the journal rebuilds it by name; the same class again is fine
+    _ship_by_value(trainable)
+    config = SearchConfig(
+        output_dir=output_dir, algorithm=algorithm, max_trials=max_trials, population_size=population_size,
+        sample_size=sample_size, max_concurrent=max_concurrent, seed=seed, cpus_per_trial=cpus_per_trial,
+        gpus_per_trial=gpus_per_trial, ray_address=ray_address, objective=objective, mode=mode,
+        space=space.to_config(), initial=tuple(g.to_json() if hasattr(g, "to_json") else g for g in initial),
+        trainable=f"{getattr(trainable, '__module__', '?')}.{getattr(trainable, '__qualname__', repr(trainable))}",
+        max_consecutive_failures=max_consecutive_failures)
+    found = open_search(config)
+    found = run_search(config, found, make_trainable=lambda notes: tune.with_parameters(
+        user_trial, fn=trainable, space=space, objective=objective, timeout_s=trial_timeout_s, notes=notes))
+    return search_results(found)
+
+
+def _ship_by_value(fn: Any) -> None:
+    """A function from a module of one's own (a script's neighbour, a test file) travels to the Ray
+    workers with its module's code, as Ray advises: they may not be able to import that module."""
+    import sys
+
+    import ray.cloudpickle as cloudpickle
+
+    module = sys.modules.get(getattr(fn, "__module__", ""))
+    path = getattr(module, "__file__", None) or ""
+    if module is not None and module.__name__ != "__main__" and path and "site-packages" not in path:
+        if module.__name__.split(".")[0] not in ("evolution", "experiments", "searchspace", "trainer"):
+            cloudpickle.register_pickle_by_value(module)
+
+
+def search_results(algorithm: SearchAlgorithm) -> SearchResults:
+    """The table of every trial and the best one, of a search run or resumed read-only."""
+    best = algorithm.best()
+    table = results_table(algorithm)
+    extra = sorted({k for o in algorithm.outcomes.values() for k in o.metrics} - set(table.columns))
+    for name in extra:  # what the user's function reported beyond our own measures
+        table[name] = [algorithm.outcomes[t].metrics.get(name) if t in algorithm.outcomes else None
+                       for t in table.trial_id]
+    return SearchResults(table, BestTrial(best[0].trial_id, best[0].genotype, dict(best[1].metrics)) if best else None)
+
+
+def user_trial(config: dict[str, Any], fn: Callable[[dict[str, Any]], Any], space: SearchSpace,
+               objective: str = "val_accuracy", timeout_s: float = 0.0, notes: Any = None) -> None:
+    """Run a user's training function on one trial, in its Ray worker: the genotype rebuilt from its
+    JSON, the hang watchdog armed, an exception or a silent return reported as the candidate's error."""
+    import ray
+    from ray import tune
+
+    from experiments.trial import _describe, hang_limit, start_watchdog
+
+    trial_id = config["trial_id"]
+    known = ray.get(notes.get.remote(trial_id), timeout=60) if notes is not None else None
+    if known is not None:  # a retry of a trial the watchdog ended: report it, do not hang again
+        tune.report({objective: float("nan"), "error": known})
+        return
+    done = None
+    if timeout_s:
+        write_down = (lambda reason: ray.get(notes.add.remote(trial_id, reason), timeout=30)) if notes else None
+        done = start_watchdog(hang_limit(timeout_s), f"trial {trial_id}", on_hang=write_down)
+    before = _reports()
+    t0 = time.perf_counter()
+    try:
+        returned = fn({**config, "genotype": space.genotype_from_json(config["genotype"])})
+    except Exception as err:  # noqa: BLE001 - the candidate failed, not the search
+        tune.report({objective: float("nan"), "error": _describe(err), "trial_seconds": time.perf_counter() - t0})
+        return
+    finally:
+        if done is not None:
+            done.set()
+    if isinstance(returned, Mapping):
+        tune.report({**returned, "trial_seconds": time.perf_counter() - t0})
+    elif before is not None and _reports() == before:  # (unknown: trust the function)
+        tune.report({objective: float("nan"), "error": "the training function returned without reporting its "
+                                                        "metrics (call ray.tune.report({...}) or return a dict)"})
+
+
+def _reports() -> int | None:
+    """How many results this trial has reported so far (Ray Tune's session count; None if unknown)."""
+    try:
+        from ray.train._internal import session
+
+        return getattr(session.get_session(), "iteration", None)
+    except ImportError:  # a Ray that moved it: the check is skipped
+        return None

@@ -27,6 +27,7 @@ Pure Python: this module must not import TensorFlow or Ray.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -511,6 +512,11 @@ ALGORITHMS: dict[str, type[SearchAlgorithm]] = {
 }
 
 
+def as_json(value: Any) -> Any:
+    """`value` as it comes back from JSON (tuples as lists): how a journal's contents compare."""
+    return json.loads(json.dumps(value))
+
+
 def genotype_of(space: SearchSpace, genotype: Any, where: str = "genotype") -> Any:
     """`genotype` (one of the space's, or its JSON) checked against `space`; errors say `where`."""
     data = genotype.to_json() if hasattr(genotype, "to_json") else genotype
@@ -594,6 +600,9 @@ def _replay(journal_path: str, lenient: bool, measure: Measure | None = None) ->
         kind = event["event"]
         try:
             if kind == "ask" and isinstance(space, RecordedSpace):  # read only, and no space to propose from
+                if event["trial_id"] in algorithm.trials:  # two drivers' repeat: the first one counts
+                    log.warning("%s:%d: trial %s asked again; skipped", journal_path, number, event["trial_id"])
+                    continue
                 algorithm.trials[event["trial_id"]] = Trial(event["trial_id"], space.genotype_from_json(
                     event["genotype"]), event.get("parent_id"), event.get("mutation", "random"))
             elif kind == "ask":
@@ -601,7 +610,7 @@ def _replay(journal_path: str, lenient: bool, measure: Measure | None = None) ->
                     log.warning("%s:%d: trial %s asked again; skipped", journal_path, number, event["trial_id"])
                     continue
                 trial = algorithm._new_trial()
-                if trial.trial_id != event["trial_id"] or trial.genotype.to_json() != event["genotype"]:
+                if trial.trial_id != event["trial_id"] or as_json(trial.genotype.to_json()) != event["genotype"]:
                     if not lenient:
                         raise JournalError(
                             f"{journal_path}:{number}: replay diverged: trial {event['trial_id']} "

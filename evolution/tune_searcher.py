@@ -107,8 +107,12 @@ class EvolutionSearcher(Searcher):
             return
         result = trial_metrics(result)
         if not error and "error" not in result and self.algorithm.objective not in result:
-            log.info("trial %s was stopped before it reported; it stays in flight", ours)
-            return
+            reported = sorted(k for k, v in result.items() if _is_metric(k, v))
+            if not (result.get("done") and reported):
+                log.info("trial %s was stopped before it reported; it stays in flight", ours)
+                return
+            # it finished, reporting other metrics only: a candidate failure, not a stopped trial
+            result["error"] = f"the trial finished without reporting {self.algorithm.objective!r} (it reported {reported})"
         if not error and not result.get("error") and self.algorithm.decisions.get(ours, [None])[-1] == CONTINUE:
             log.info("trial %s was stopped on its way to the next rung; it stays in flight", ours)
             return

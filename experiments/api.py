@@ -19,8 +19,10 @@ module orchestrates: it must not import TensorFlow (the training function runs i
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
-from typing import Any, Callable, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Iterator, Mapping, NamedTuple, Sequence
 
 import pandas as pd
 
@@ -28,6 +30,9 @@ from evolution import SearchAlgorithm
 from experiments.results import results_table
 from experiments.search import SearchConfig, open_search, run_search
 from searchspace import SearchSpace
+
+
+STRICT_METRICS = "TUNE_DISABLE_STRICT_METRIC_CHECKING"
 
 
 class BestTrial(NamedTuple):
@@ -65,9 +70,11 @@ def search(
     resume (the same settings, else a ValueError says which differ).
 
     `trainable(config)` gets `config["genotype"]` (a genotype of `space`) and `config["trial_id"]`,
-    and reports `objective` with `ray.tune.report({...})`, or returns a dict of metrics. An
-    exception it raises fails that candidate (its type and message recorded) and the search goes
-    on; `max_consecutive_failures` in a row stop it. `trial_timeout_s` > 0 ends a trial still
+    and reports `objective` with `ray.tune.report({...})` (its last report counts), or returns a dict
+    of metrics. An exception it raises, or a last report without `objective`, fails that candidate
+    (the reason recorded) and the search goes on; `max_consecutive_failures` failures in a row stop
+    it with `experiments.search.SearchHalted` (and Ctrl-C with SearchInterrupted); calling `search`
+    again resumes it. `trial_timeout_s` > 0 ends a trial still
     running after that long (plus a grace) as a timeout. `initial` genotypes (of `space`, or their
     JSON) are tried first. `max_concurrent` 0: as many trials at once as the CPUs (or
     `cpus_per_trial`/`gpus_per_trial`) allow. A space of your own class is registered with
@@ -77,7 +84,7 @@ def search(
 
     from searchspace import register_space
 
-    register_space(type(space))  # the journal rebuilds it by name; the same class again is fine
+    register_space(type(space), space.to_config()["name"])  # the journal rebuilds it by this name
     _ship_by_value(trainable)
     config = SearchConfig(
         output_dir=output_dir, algorithm=algorithm, max_trials=max_trials, population_size=population_size,
@@ -87,9 +94,30 @@ def search(
         trainable=f"{getattr(trainable, '__module__', '?')}.{getattr(trainable, '__qualname__', repr(trainable))}",
         max_consecutive_failures=max_consecutive_failures)
     found = open_search(config)
-    found = run_search(config, found, make_trainable=lambda notes: tune.with_parameters(
-        user_trial, fn=trainable, space=space, objective=objective, timeout_s=trial_timeout_s, notes=notes))
-    return search_results(found)
+    try:
+        with _lenient_metric_check():
+            run_search(config, found, make_trainable=lambda notes: tune.with_parameters(
+                user_trial, fn=trainable, space=space, objective=objective, timeout_s=trial_timeout_s,
+                notes=notes))
+        return search_results(found)
+    finally:
+        found.close()  # the journal's lock too, however the search ended
+
+
+@contextlib.contextmanager
+def _lenient_metric_check() -> Iterator[None]:
+    """Ray Tune would end the whole search at a result without the objective (a per-epoch report of
+    the loss, a returned dict that forgot it); the searcher judges a trial by its last result
+    instead: without the objective, that trial failed, saying so."""
+    before = os.environ.get(STRICT_METRICS)
+    os.environ[STRICT_METRICS] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(STRICT_METRICS, None)
+        else:
+            os.environ[STRICT_METRICS] = before
 
 
 def _ship_by_value(fn: Any) -> None:

@@ -207,6 +207,21 @@ def plan_models(config: PromoteConfig) -> list[PlannedModel]:
     return planned
 
 
+def default_match_params(output_dir: str, baselines: tuple[str, ...], searched: bool, filters_given: bool
+                         ) -> tuple[str | None, str | None]:
+    """--match_params when it is not given, and a note to print: a promote already planned keeps what
+    its plan was made with (so the same command resumes it); a new one promoting searched cells
+    beside baselines, at no --filters of the user's, sizes them to the first baseline (a comparison
+    is fair at equal size)."""
+    plan = storage.join(output_dir, PLAN)
+    if storage.exists(plan):
+        return storage.read_json(plan)["settings"].get("match_params"), None
+    if baselines and searched and not filters_given:
+        return baselines[0], (f"comparing at equal size: each cell's filters are set to match {baselines[0]}'s "
+                              "parameters (--filters=F or --match_params=MODEL|COUNT to choose)")
+    return None, None
+
+
 def model_config(config: PromoteConfig, m: PlannedModel) -> TrainConfig:
     from searchspace import NasNetGenotype
 

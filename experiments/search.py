@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from evolution import ALGORITHMS, JournalLock, SearchAlgorithm, make_algorithm, resume
-from evolution.algorithms import genotype_of
+from evolution.algorithms import as_json, genotype_of
 from evolution.objectives import LIMITED, MEASURES, Limits, MnasReward, parse_goals
 from evolution.rungs import Rungs
 from experiments.results import top_table, write_results
@@ -163,7 +163,7 @@ def _comparable_proxy(proxy: dict[str, Any]) -> dict[str, Any]:
 def _changed_settings(config: SearchConfig, algorithm: SearchAlgorithm, saved: dict[str, Any] | None) -> list[str]:
     expected = config.new_algorithm().config()
     changed = [f"{k}: {algorithm.config()[k]!r} in the journal, {v!r} now"
-               for k, v in expected.items() if algorithm.config()[k] != v]
+               for k, v in expected.items() if as_json(algorithm.config()[k]) != as_json(v)]
     if saved is not None:
         before, now = _comparable_proxy(saved["proxy"]), _comparable_proxy(config.proxy.to_dict())
         changed += [f"proxy {k}: {before.get(k)!r} before, {now.get(k)!r} now"

@@ -91,7 +91,8 @@ def register_space(space_class: type, name: str | None = None) -> None:
     if not isinstance(name, str) or not name:
         raise ValueError(f"register_space: {space_class!r} needs a name (a `name` attribute or name=)")
     known = SPACES.get(name)
-    if known is not None and known.__qualname__ != space_class.__qualname__:
+    if known is not None and (known.__module__, known.__qualname__) != (space_class.__module__,
+                                                                         space_class.__qualname__):
         raise ValueError(f"register_space: the name {name!r} is taken by {known.__qualname__}")
     SPACES[name] = space_class
 

@@ -39,6 +39,9 @@ class ChoiceGenotype:
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("a ChoiceGenotype is frozen")
 
+    def __reduce__(self) -> tuple:  # pickle, copy and Ray rebuild it from its values
+        return ChoiceGenotype, (dict(self._values),)
+
     @property
     def values(self) -> Mapping[str, Any]:
         """The choices' values, read-only, in the space's order."""
@@ -100,8 +103,11 @@ class ChoiceSpace:
     def __hash__(self) -> int:
         return hash(_as_json(self.to_config()))
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, ChoiceSpace) and self.to_config() == other.to_config()
+    def __eq__(self, other: object) -> bool:  # as JSON: [0, 1] and [False, True] are other spaces
+        return isinstance(other, ChoiceSpace) and _as_json(self.to_config()) == _as_json(other.to_config())
+
+    def __reduce__(self) -> tuple:
+        return ChoiceSpace, ({name: list(values) for name, values in self.choices.items()},)
 
     def to_config(self) -> dict[str, Any]:
         return {"name": self.name, "choices": {name: list(values) for name, values in self.choices.items()}}

@@ -4,12 +4,13 @@ import json
 import os
 
 import pytest
+from ray import tune
 
 from evolution import resume
 from experiments import api
 from searchspace import ChoiceSpace
 
-SPACE = ChoiceSpace({"x": [0, 1, 2, 3], "kind": ["ok", "raises", "silent"]})
+SPACE = ChoiceSpace({"x": [0, 1, 2, 3], "kind": ["ok", "raises", "silent", "forgets", "epochs"]})
 
 
 def train(config: dict):
@@ -18,6 +19,12 @@ def train(config: dict):
         raise RuntimeError(f"no good at x={genotype['x']}")
     if genotype["kind"] == "ok":
         return {"score": float(genotype["x"]), "width": 10 * genotype["x"]}
+    if genotype["kind"] == "forgets":
+        return {"accuracy": 0.5}  # not the objective
+    if genotype["kind"] == "epochs":  # reports as it trains; the last report counts
+        for epoch in range(3):
+            tune.report({"loss": 1.0 / (epoch + 1), **({"score": 1.5} if epoch == 2 else {})})
+        return None
     return None  # reports nothing
 
 
@@ -25,18 +32,21 @@ def train(config: dict):
 def test_a_search_of_ones_own_records_results_failures_and_seeds(tmp_path):
     out = str(tmp_path / "mine")
     seeds = [{"x": 3, "kind": "ok"}, SPACE.genotype({"x": 1, "kind": "raises"}),
-             SPACE.genotype({"x": 2, "kind": "silent"})]
+             SPACE.genotype({"x": 2, "kind": "silent"}), {"x": 0, "kind": "forgets"}, {"x": 0, "kind": "epochs"}]
     results, best = api.search(train, SPACE, output_dir=out, max_trials=5, population_size=3, sample_size=2,
                                objective="score", initial=seeds, max_consecutive_failures=0, cpus_per_trial=1)
     assert best.trial_id == 0 and best.genotype == SPACE.genotype(seeds[0]) and best.metrics["width"] == 30
-    assert list(results.mutation[:3]) == ["initial"] * 3 and len(results) == 5
+    assert list(results.mutation) == ["initial"] * 5 and list(results.status) == ["ok", "failed", "failed",
+                                                                                  "failed", "ok"]
     errors = dict(zip(results.trial_id, results.error))
     assert errors[1].startswith("RuntimeError: no good at x=1 (at test_api.py:")
     assert errors[2].startswith("the training function returned without reporting its metrics")
+    assert errors[3].startswith("the trial finished without reporting 'score' (it reported ['accuracy'")
+    assert results.loss[4] == pytest.approx(1 / 3) and results.score[4] == 1.5
     assert "width" in results.columns and os.path.exists(os.path.join(out, "results.csv"))
     assert json.load(open(os.path.join(out, "best_genotype.json")))["genotype"] == {"x": 3, "kind": "ok"}
     journal = resume(os.path.join(out, "journal.jsonl"), read_only=True)
-    assert journal.initial == (SPACE.genotype(seeds[0]), seeds[1], seeds[2])
+    assert journal.initial == (SPACE.genotype(seeds[0]), seeds[1], seeds[2], *map(SPACE.genotype, seeds[3:]))
 
     again, _ = api.search(train, SPACE, output_dir=out, max_trials=5, population_size=3, sample_size=2,
                           objective="score", initial=seeds, max_consecutive_failures=0)

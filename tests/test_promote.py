@@ -204,3 +204,16 @@ def test_the_progress_line_says_building_tracing_or_the_step_from_the_first_minu
         write_json(os.path.join(dirs[name], "progress.json"), state)
     assert models_line(dirs, 61).endswith("] a building; b tracing; c step 7/20; "
                                           "d step 9/20 (31 images/s, eval top1 0.2500); e waiting")
+
+
+def test_cells_are_sized_to_the_first_baseline_unless_told_otherwise_or_planned_before(tmp_path):
+    from experiments.promote import default_match_params
+    from trainer.storage import write_json
+
+    out = str(tmp_path / "p")
+    match, note = default_match_params(out, ("resnet20", "resnet56"), True, False)
+    assert match == "resnet20" and "comparing at equal size" in note
+    assert default_match_params(out, ("resnet20",), True, True) == (None, None)  # --filters given
+    assert default_match_params(out, ("resnet20",), False, False) == (None, None)  # baselines only
+    write_json(os.path.join(out, "promote_plan.json"), {"settings": {"match_params": None}, "models": []})
+    assert default_match_params(out, ("resnet20",), True, False) == (None, None)  # an older plan resumes as made

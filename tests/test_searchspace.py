@@ -296,3 +296,53 @@ def test_a_registered_space_of_ones_own_resumes_and_names_clash_are_refused(tmp_
         searchspace.register_space(bit_space, name="choice")
     with pytest.raises(ValueError, match="unknown 'nope'.*register_space"):
         searchspace.space_from_config({"name": "nope"})
+
+
+def test_a_space_whose_json_has_tuples_resumes(tmp_path):
+    import dataclasses
+
+    import searchspace
+    from evolution import RegularizedEvolution, resume
+    from experiments.search import SearchConfig, open_search
+
+    @dataclasses.dataclass(frozen=True)
+    class Pair:
+        v: tuple
+
+        def key(self):
+            return str(self.v)
+
+        def to_json(self):
+            return self.v  # a tuple: the journal gives back a list
+
+    @dataclasses.dataclass(frozen=True)
+    class PairSpace:
+        shape: tuple = (3, 3)
+        name = "tuple_pairs"
+
+        def sample(self, rng):
+            return Pair(tuple(rng.randrange(n) for n in self.shape))
+
+        def mutate(self, parent, rng):
+            return Pair((parent.v[1], parent.v[0])), "swapped"
+
+        def genotype_from_json(self, data):
+            return Pair(tuple(data))
+
+        def to_config(self):
+            return {"name": self.name, "shape": self.shape}
+
+    searchspace.register_space(PairSpace)
+    path = str(tmp_path / "journal.jsonl")
+    search = RegularizedEvolution(PairSpace(), population_size=2, sample_size=1, seed=0, journal_path=path,
+                                  initial=[Pair((1, 2))])
+    for _ in range(5):
+        trial = search.ask()
+        search.tell(trial.trial_id, {"val_accuracy": float(sum(trial.genotype.v))})
+    search.close()
+    assert [t.genotype for t in resume(path, read_only=True).trials.values()] == list(
+        t.genotype for t in search.trials.values())
+    config = SearchConfig(output_dir=str(tmp_path / "s"), space=PairSpace().to_config(), initial=((1, 2),),
+                          trainable="tests.pairs", population_size=2, sample_size=1)
+    open_search(config).close()
+    open_search(config).close()  # the same search, not "a different one"

@@ -258,7 +258,9 @@ class Trainer:
         iterator = iter(self.strategy.experimental_distribute_dataset(data))
         progress = ProgressFile(storage.join(config.model_dir, PROGRESS), self.optimizer.iterations, self.total_steps)
         try:
-            return self._train_loop(train_loop, eval_batch, iterator, step, progress)
+            result = self._train_loop(train_loop, eval_batch, iterator, step, progress)
+            progress.update(True, phase="training", step=int(self.optimizer.iterations))  # also with no step to go
+            return result
         finally:
             progress.close()
 

@@ -20,7 +20,7 @@ import os
 
 from absl import app, flags
 
-from experiments.promote import PromoteConfig, comparison_text, run_promote
+from experiments.promote import PromoteConfig, comparison_text, default_match_params, run_promote
 from experiments.recipe_flags import define_recipe_flags, recipe_from_flags
 from experiments.search import ClusterTooSmall, SearchConfig
 
@@ -65,10 +65,11 @@ def main(args: list[str]) -> None:
             raise app.UsageError(f"promote needs --{name}")
     data = FLAGS.data if FLAGS.data.startswith("gs://") else os.path.abspath(FLAGS.data)
     match_params = FLAGS.match_params
-    if not match_params and FLAGS.baselines and FLAGS.search_dir and not FLAGS["filters"].present:
-        match_params = FLAGS.baselines[0]  # the paper's rule: compare at equal size
-        print(f"comparing at equal size: each cell's filters are set to match {match_params}'s parameters "
-              "(--filters=F or --match_params=MODEL|COUNT to choose)", flush=True)
+    if not match_params:
+        match_params, note = default_match_params(FLAGS.output_dir, tuple(FLAGS.baselines), bool(FLAGS.search_dir),
+                                                  FLAGS["filters"].present)
+        if note:
+            print(note, flush=True)
     try:
         config = PromoteConfig(
             output_dir=FLAGS.output_dir, data=data, recipe=recipe_from_flags(FLAGS, "promote"),

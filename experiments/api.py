@@ -19,10 +19,10 @@ module orchestrates: it must not import TensorFlow (the training function runs i
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
-from typing import Any, Callable, Iterator, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
+from unittest import mock
 
 import pandas as pd
 
@@ -77,8 +77,8 @@ def search(
     again resumes it. `trial_timeout_s` > 0 ends a trial still
     running after that long (plus a grace) as a timeout. `initial` genotypes (of `space`, or their
     JSON) are tried first. `max_concurrent` 0: as many trials at once as the CPUs (or
-    `cpus_per_trial`/`gpus_per_trial`) allow. A space of your own class is registered with
-    `searchspace.register_space` first.
+    `cpus_per_trial`/`gpus_per_trial`) allow. `space`'s class is registered (`register_space`) so
+    that its journal resumes in this process.
     """
     from ray import tune
 
@@ -95,29 +95,16 @@ def search(
         max_consecutive_failures=max_consecutive_failures)
     found = open_search(config)
     try:
-        with _lenient_metric_check():
+        # Ray Tune would end the whole search at a result without the objective (a per-epoch report
+        # of the loss, a returned dict that forgot it); the searcher judges each trial by its last
+        # result instead: without the objective, that trial failed, saying so.
+        with mock.patch.dict(os.environ, {STRICT_METRICS: "1"}):
             run_search(config, found, make_trainable=lambda notes: tune.with_parameters(
                 user_trial, fn=trainable, space=space, objective=objective, timeout_s=trial_timeout_s,
                 notes=notes))
         return search_results(found)
     finally:
         found.close()  # the journal's lock too, however the search ended
-
-
-@contextlib.contextmanager
-def _lenient_metric_check() -> Iterator[None]:
-    """Ray Tune would end the whole search at a result without the objective (a per-epoch report of
-    the loss, a returned dict that forgot it); the searcher judges a trial by its last result
-    instead: without the objective, that trial failed, saying so."""
-    before = os.environ.get(STRICT_METRICS)
-    os.environ[STRICT_METRICS] = "1"
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(STRICT_METRICS, None)
-        else:
-            os.environ[STRICT_METRICS] = before
 
 
 def _ship_by_value(fn: Any) -> None:
@@ -127,10 +114,12 @@ def _ship_by_value(fn: Any) -> None:
 
     import ray.cloudpickle as cloudpickle
 
+    from experiments.cli import OUR_PACKAGES
+
     module = sys.modules.get(getattr(fn, "__module__", ""))
     path = getattr(module, "__file__", None) or ""
     if module is not None and module.__name__ != "__main__" and path and "site-packages" not in path:
-        if module.__name__.split(".")[0] not in ("evolution", "experiments", "searchspace", "trainer"):
+        if module.__name__.split(".")[0] not in OUR_PACKAGES:
             cloudpickle.register_pickle_by_value(module)
 
 
@@ -149,26 +138,23 @@ def user_trial(config: dict[str, Any], fn: Callable[[dict[str, Any]], Any], spac
                objective: str = "val_accuracy", timeout_s: float = 0.0, notes: Any = None) -> None:
     """Run a user's training function on one trial, in its Ray worker: the genotype rebuilt from its
     JSON, the hang watchdog armed, an exception or a silent return reported as the candidate's error."""
-    import ray
     from ray import tune
 
-    from experiments.trial import _describe, hang_limit, start_watchdog
+    from experiments.trial import describe_error, hang_limit, known_failure, watch_trial
 
     trial_id = config["trial_id"]
-    known = ray.get(notes.get.remote(trial_id), timeout=60) if notes is not None else None
+    known = known_failure(notes, trial_id)
     if known is not None:  # a retry of a trial the watchdog ended: report it, do not hang again
         tune.report({objective: float("nan"), "error": known})
         return
-    done = None
-    if timeout_s:
-        write_down = (lambda reason: ray.get(notes.add.remote(trial_id, reason), timeout=30)) if notes else None
-        done = start_watchdog(hang_limit(timeout_s), f"trial {trial_id}", on_hang=write_down)
+    done = watch_trial(notes, trial_id, hang_limit(timeout_s)) if timeout_s else None
     before = _reports()
     t0 = time.perf_counter()
     try:
         returned = fn({**config, "genotype": space.genotype_from_json(config["genotype"])})
     except Exception as err:  # noqa: BLE001 - the candidate failed, not the search
-        tune.report({objective: float("nan"), "error": _describe(err), "trial_seconds": time.perf_counter() - t0})
+        tune.report({objective: float("nan"), "error": describe_error(err),
+                     "trial_seconds": time.perf_counter() - t0})
         return
     finally:
         if done is not None:

@@ -28,8 +28,8 @@ PERCENTILES = (5, 15, 25, 35, 45, 55, 65, 75, 85, 95)  # of the cost column: the
 
 
 def _points(table: Table, keys: Sequence[str], goals: Sequence[Goal], first: str | None = None) -> list[tuple]:
-    # the first goal is the search metric (run_benchmark checks it); `first` scores in its place
     """Each key's goal values, signed larger-better (the first goal's column replaced by `first`)."""
+    # the first goal is the search metric (run_benchmark checks it); `first` scores in its place
     columns = [first or goals[0].metric, *(g.metric for g in goals[1:])]
     signs = [1.0 if g.mode == "max" else -1.0 for g in goals]
     return [tuple(s * table.columns[c][k] for c, s in zip(columns, signs)) for k in keys]

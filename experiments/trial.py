@@ -105,8 +105,16 @@ def worker_facts(t_start: float) -> dict[str, Any]:
     }
 
 
-def _known_failure(notes: Any, trial_id: int) -> str | None:
+def known_failure(notes: Any, trial_id: int) -> str | None:
+    """What the search's FailureNotes hold for the trial (a watchdog's timeout), or None."""
     return ray.get(notes.get.remote(trial_id), timeout=60) if notes is not None else None
+
+
+def watch_trial(notes: Any, trial_id: int, limit_s: float) -> threading.Event:
+    """The hang watchdog for one trial: past `limit_s` it writes the timeout into the search's
+    FailureNotes (so the retry reports it) and ends this worker. Set the event when the trial ends."""
+    write_down = (lambda reason: ray.get(notes.add.remote(trial_id, reason), timeout=30)) if notes else None
+    return start_watchdog(limit_s, f"trial {trial_id}", on_hang=write_down)
 
 
 def run_trial(config: dict[str, Any], proxy: dict[str, Any], space: dict[str, Any], notes: Any = None) -> None:
@@ -115,7 +123,7 @@ def run_trial(config: dict[str, Any], proxy: dict[str, Any], space: dict[str, An
     _trials_in_this_worker += 1
     t_start = time.perf_counter()
     trial_id = config["trial_id"]
-    known = _known_failure(notes, trial_id)
+    known = known_failure(notes, trial_id)
     if known is not None:  # a retry of a trial whose worker the watchdog ended: no second hang
         tune.report(tune_result({"val_accuracy": float("nan"), "error": known, **worker_facts(t_start)}))
         return
@@ -135,7 +143,7 @@ def run_trial(config: dict[str, Any], proxy: dict[str, Any], space: dict[str, An
     try:
         load_proxy_data(proxy_config)  # a fresh worker decodes the images here, off the trial's clock
     except Exception as err:  # noqa: BLE001 - e.g. a data dir gone since the search started
-        error = _describe(err)
+        error = describe_error(err)
     load_seconds = time.perf_counter() - t_load
     timeout = proxy_config.timeout_s
     done = None
@@ -148,9 +156,7 @@ def run_trial(config: dict[str, Any], proxy: dict[str, Any], space: dict[str, An
 
         rungs = RungPlan(config["rungs"], report_rung, config.get("start_rung", 0), config.get("checkpoint_dir"))
     if timeout and not error:
-        write_down = (lambda reason: ray.get(notes.add.remote(trial_id, reason), timeout=30)) if notes else None
-        limit = hang_limit(timeout) * (len(rungs.epochs) if rungs else 1)
-        done = start_watchdog(limit, f"trial {trial_id}", on_hang=write_down)
+        done = watch_trial(notes, trial_id, hang_limit(timeout) * (len(rungs.epochs) if rungs else 1))
     try:  # a warm worker outlives the trial: its watchdog must stand down however the trial ends
         if not error:
             metrics = train_candidate(genotype, proxy_config, rungs, state_dir=config.get("checkpoint_dir"),
@@ -160,7 +166,7 @@ def run_trial(config: dict[str, Any], proxy: dict[str, Any], space: dict[str, An
     except CandidateFailed as err:
         error = str(err)
     except Exception as err:  # noqa: BLE001 - any other error fails this candidate, not the search
-        error = _describe(err)
+        error = describe_error(err)
     finally:
         if done is not None:
             done.set()
@@ -192,7 +198,7 @@ def size_measure(proxy: dict[str, Any], space: dict[str, Any]) -> Callable[[Any]
     return measure
 
 
-def _describe(err: Exception) -> str:
+def describe_error(err: Exception) -> str:
     """The error as one line (type, message, where it was raised); the traceback goes to the worker's
     log."""
     traceback.print_exception(err, file=sys.stderr)

@@ -139,7 +139,8 @@ class RecordedSpace:
         raise NotImplementedError(f"space {self.name!r} is not registered here: register it with "
                                   "searchspace.register_space to go on with its search")
 
-    mutate = sample
+    def mutate(self, parent: Any, rng: random.Random) -> tuple[Any, str]:
+        return self.sample(rng)
 
 
 def space_from_config(config: dict[str, Any], recorded: bool = False) -> SearchSpace:

@@ -2,15 +2,17 @@
 
 import json
 import os
+import time
 
 import pytest
 from ray import tune
 
 from evolution import resume
 from experiments import api
+from experiments.trial import HANG_GRACE_ENV
 from searchspace import ChoiceSpace
 
-SPACE = ChoiceSpace({"x": [0, 1, 2, 3], "kind": ["ok", "raises", "silent", "forgets", "epochs"]})
+SPACE = ChoiceSpace({"x": [0, 1, 2, 3], "kind": ["ok", "raises", "silent", "forgets", "epochs", "hangs"]})
 
 
 def train(config: dict):
@@ -25,30 +27,36 @@ def train(config: dict):
         for epoch in range(3):
             tune.report({"loss": 1.0 / (epoch + 1), **({"score": 1.5} if epoch == 2 else {})})
         return None
+    if genotype["kind"] == "hangs":
+        time.sleep(120)
     return None  # reports nothing
 
 
 @pytest.mark.integration
-def test_a_search_of_ones_own_records_results_failures_and_seeds(tmp_path):
+def test_a_search_of_ones_own_records_results_failures_and_seeds(tmp_path, monkeypatch):
+    monkeypatch.setenv(HANG_GRACE_ENV, "0")  # the watchdog ends a hung trial's worker at its limit
     out = str(tmp_path / "mine")
     seeds = [{"x": 3, "kind": "ok"}, SPACE.genotype({"x": 1, "kind": "raises"}),
-             SPACE.genotype({"x": 2, "kind": "silent"}), {"x": 0, "kind": "forgets"}, {"x": 0, "kind": "epochs"}]
-    results, best = api.search(train, SPACE, output_dir=out, max_trials=5, population_size=3, sample_size=2,
-                               objective="score", initial=seeds, max_consecutive_failures=0, cpus_per_trial=1)
+             SPACE.genotype({"x": 2, "kind": "silent"}), {"x": 0, "kind": "forgets"}, {"x": 0, "kind": "epochs"},
+             {"x": 0, "kind": "hangs"}]
+    results, best = api.search(train, SPACE, output_dir=out, max_trials=6, population_size=3, sample_size=2,
+                               objective="score", initial=seeds, max_consecutive_failures=0, cpus_per_trial=1,
+                               trial_timeout_s=3)
     assert best.trial_id == 0 and best.genotype == SPACE.genotype(seeds[0]) and best.metrics["width"] == 30
-    assert list(results.mutation) == ["initial"] * 5 and list(results.status) == ["ok", "failed", "failed",
-                                                                                  "failed", "ok"]
+    assert list(results.mutation) == ["initial"] * 6 and list(results.status) == ["ok", "failed", "failed",
+                                                                                  "failed", "ok", "failed"]
     errors = dict(zip(results.trial_id, results.error))
     assert errors[1].startswith("RuntimeError: no good at x=1 (at test_api.py:")
     assert errors[2].startswith("the training function returned without reporting its metrics")
     assert errors[3].startswith("the trial finished without reporting 'score' (it reported ['accuracy'")
     assert results.loss[4] == pytest.approx(1 / 3) and results.score[4] == 1.5
+    assert errors[5].startswith("timeout: trial 5 still running after 3 s (hung)")
     assert "width" in results.columns and os.path.exists(os.path.join(out, "results.csv"))
     assert json.load(open(os.path.join(out, "best_genotype.json")))["genotype"] == {"x": 3, "kind": "ok"}
     journal = resume(os.path.join(out, "journal.jsonl"), read_only=True)
     assert journal.initial == (SPACE.genotype(seeds[0]), seeds[1], seeds[2], *map(SPACE.genotype, seeds[3:]))
 
-    again, _ = api.search(train, SPACE, output_dir=out, max_trials=5, population_size=3, sample_size=2,
+    again, _ = api.search(train, SPACE, output_dir=out, max_trials=6, population_size=3, sample_size=2,
                           objective="score", initial=seeds, max_consecutive_failures=0)
     assert again.equals(results)  # all done: nothing run again
     with pytest.raises(ValueError, match="holds a different search .*sample_size"):

@@ -89,6 +89,7 @@ def test_config_errors_fail_at_once_without_a_journal(tmp_path):
         ([f"--data={tmp_path}", "--dataset=digits"], "is built in and reads no --data dir"),
         (["--initial=amoebanet_a", "--num_blocks=2"],
          "initial[0]: not a genotype of the nasnet space: normal cell: 5 blocks, this space's cells have 2"),
+        (["--rungs=1,x"], "rungs: ['1', 'x'] are not whole numbers"),
         (["--initial=amoebanet_z"], "initial: 'amoebanet_z': neither a reference name (amoebanet_a, amoebanet_d, nasnet_a)"),
     ]:
         result = amoeba("search", f"--output_dir={out}", *flags, check=False)

@@ -178,6 +178,8 @@ def test_a_checkpoint_written_before_wall_time_was_kept_still_resumes(tmp_path):
     result = resumed.train()
     assert result["step"] == 2 and [row["step"] for row in resumed.evaluations()] == [2]
     assert 0 < resumed.evaluations()[0]["wall_seconds"] == float(resumed.wall_seconds.numpy())
+    assert resumed.train()["step"] == 2  # nothing left to train: evaluated again, and not shown as tracing
+    assert json.load(open(tmp_path / "m" / "progress.json"))["phase"] == "training"
 
 
 def test_the_progress_file_says_tracing_then_follows_the_step_inside_one_long_loop(tmp_path, monkeypatch):

@@ -258,9 +258,7 @@ class Trainer:
         iterator = iter(self.strategy.experimental_distribute_dataset(data))
         progress = ProgressFile(storage.join(config.model_dir, PROGRESS), self.optimizer.iterations, self.total_steps)
         try:
-            result = self._train_loop(train_loop, eval_batch, iterator, step, progress)
-            progress.update(True, phase="training", step=int(self.optimizer.iterations))  # also with no step to go
-            return result
+            return self._train_loop(train_loop, eval_batch, iterator, step, progress)
         finally:
             progress.close()
 
@@ -316,6 +314,7 @@ class Trainer:
         train_writer.flush()
         eval_writer.flush()
         if not result:  # already trained to total_steps: report the last evaluation again
+            progress.update(True, phase="training", step=step)  # not tracing: nothing was left to run
             result = self.evaluate(eval_batch)
             if not any(row["step"] == result["step"] for row in self.evaluations()):
                 self._record_evaluation(result)  # lost to a crash before this run: recorded now

@@ -19,6 +19,8 @@ import json
 
 from absl import app, flags
 
+from experiments.commands import whole_numbers
+
 FLAGS = flags.FlagValues()
 F = {"flag_values": FLAGS}
 flags.DEFINE_enum("space", "nasbench201", ["nasbench201"], "Search space of the table.", **F)
@@ -94,9 +96,10 @@ def main(args: list[str]) -> None:
                            FLAGS.report_metric, costs.columns())
         limits = percentile_limits(table, FLAGS.latency_column, [float(p) for p in FLAGS.gap_percentiles]) \
             if FLAGS.latency_column and FLAGS.gap_percentiles and FLAGS.objectives else []
+        marks = whole_numbers("at_evaluations", FLAGS.at_evaluations)
         result = run_benchmark(table, FLAGS.space, FLAGS.algorithms, FLAGS.budget, FLAGS.runs,
                                FLAGS.seed, FLAGS.mode, params, FLAGS.dedup, costs, limits,
-                               FLAGS.report_metric, [int(b) for b in FLAGS.at_evaluations], FLAGS.search_metric)
+                               FLAGS.report_metric, marks, FLAGS.search_metric)
     except ValueError as err:
         raise app.UsageError(str(err)) from None
     if FLAGS.plot:
@@ -146,7 +149,7 @@ def time_benchmark(plot) -> None:
     params = {"population_size": FLAGS.population_size, "sample_size": FLAGS.sample_size}
     try:
         columns = parse_fidelities(FLAGS.fidelities) or {FLAGS.epochs: FLAGS.search_metric}
-        rungs = tuple(_positive_ints(FLAGS.rungs))
+        rungs = tuple(whole_numbers("rungs", FLAGS.rungs))
         fidelities = Fidelities(columns, rungs, FLAGS.reduction_factor)
         costs = table_costs()
         more = [*columns.values(), *([FLAGS.cost_column] if FLAGS.cost_column else []), *costs.columns()]
@@ -176,9 +179,3 @@ def time_benchmark(plot) -> None:
     if FLAGS.plot:
         print(f"plot: {FLAGS.plot}")
 
-
-def _positive_ints(items: list[str]) -> list[int]:
-    try:
-        return [int(item) for item in items]
-    except ValueError:
-        raise ValueError(f"rungs: {items} are not whole numbers of epochs") from None

@@ -9,6 +9,7 @@ import os
 from absl import app, flags
 
 from evolution import ALGORITHMS, MEASURES, JournalLocked
+from experiments.commands import whole_numbers
 from experiments.search import ClusterTooSmall, SearchConfig, SearchHalted, open_search, run_search, summary
 from trainer.storage import is_gcs
 from trainer.proxy import DATA_DIR_DATASET, PRECISIONS, PROXY_DATASETS, ProxyConfig
@@ -120,7 +121,7 @@ def main(args: list[str]) -> None:
             reuse_workers=FLAGS.reuse_workers,
             ray_address=FLAGS.ray_address,
             upload_to=FLAGS.upload_to,
-            rungs=tuple(_whole_numbers("rungs", FLAGS.rungs)),
+            rungs=tuple(whole_numbers("rungs", FLAGS.rungs)),
             reduction_factor=FLAGS.reduction_factor,
             objectives=tuple(FLAGS.objectives),
             max_params=FLAGS.max_params,
@@ -171,9 +172,3 @@ def _initial(item: str) -> dict:
     except ValueError as err:
         raise ValueError(f"initial: {err}") from None
 
-
-def _whole_numbers(name: str, items: list[str]) -> list[int]:
-    try:
-        return [int(item) for item in items]
-    except ValueError:
-        raise ValueError(f"{name}: {items} are not whole numbers") from None

@@ -19,7 +19,9 @@ import json
 import random
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Protocol, Sequence
+
+from searchspace.mutations import check_mutations, draw, mutations_config
 
 SCALARS = (str, int, float, bool, type(None))
 
@@ -69,14 +71,39 @@ class ChoiceGenotype:
         return f"ChoiceGenotype({dict(self._values)!r})"
 
 
+class ChoiceMutation(Protocol):
+    """A change to the choice `name` of a genotype: `apply` returns its new value (one of the
+    choice's values, not the old one) and what changed (shown after "<name>: ")."""
+
+    def apply(self, space: "ChoiceSpace", parent: ChoiceGenotype, name: str,
+              rng: random.Random) -> tuple[Any, str]: ...
+
+
+class ValueMutation:
+    """The choice takes another of its values, uniformly."""
+
+    def apply(self, space: "ChoiceSpace", parent: ChoiceGenotype, name: str,
+              rng: random.Random) -> tuple[Any, str]:
+        old = parent[name]
+        new = rng.choice([v for v in space.choices[name] if _as_json(v) != _as_json(old)])
+        return new, f"{old} -> {new}"
+
+
+# One entry per mutation of a choice; a space draws from those its `mutations` names.
+CHOICE_MUTATIONS: dict[str, ChoiceMutation] = {"value": ValueMutation()}
+DEFAULT_MUTATIONS = ("value",)
+
+
 @dataclass(frozen=True)
 class ChoiceSpace:
     """Named choices, each a list of two or more distinct values (a one-value choice is a constant
     and allowed, but at least one choice must have two). Sampling is uniform per choice; a mutation
-    sets one choice with alternatives to a different value, uniformly (Real et al.'s one mutation
-    per child)."""
+    picks one choice with alternatives, uniformly, and applies one of `mutations` (names in
+    CHOICE_MUTATIONS; by default "value": a different value, uniformly), Real et al.'s one
+    mutation per child."""
 
     choices: Mapping[str, Sequence[Any]]
+    mutations: tuple[str, ...] = DEFAULT_MUTATIONS
     name: str = field(default="choice", init=False)
 
     def __post_init__(self) -> None:
@@ -99,6 +126,7 @@ class ChoiceSpace:
         if all(len(values) < 2 for values in frozen.values()):
             raise ValueError("choices: at least one choice needs two or more values, or nothing can mutate")
         object.__setattr__(self, "choices", MappingProxyType(frozen))
+        object.__setattr__(self, "mutations", check_mutations(self.mutations, CHOICE_MUTATIONS))
 
     def __hash__(self) -> int:
         return hash(_as_json(self.to_config()))
@@ -107,14 +135,15 @@ class ChoiceSpace:
         return isinstance(other, ChoiceSpace) and _as_json(self.to_config()) == _as_json(other.to_config())
 
     def __reduce__(self) -> tuple:
-        return ChoiceSpace, ({name: list(values) for name, values in self.choices.items()},)
+        return ChoiceSpace, ({name: list(values) for name, values in self.choices.items()}, self.mutations)
 
     def to_config(self) -> dict[str, Any]:
-        return {"name": self.name, "choices": {name: list(values) for name, values in self.choices.items()}}
+        return {"name": self.name, "choices": {name: list(values) for name, values in self.choices.items()},
+                **mutations_config(self.mutations, DEFAULT_MUTATIONS)}
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "ChoiceSpace":
-        return cls(config["choices"])
+        return cls(config["choices"], config.get("mutations", DEFAULT_MUTATIONS))
 
     def genotype(self, values: Mapping[str, Any]) -> ChoiceGenotype:
         """A genotype of this space; errors name the choice that is missing, unknown or off its list."""
@@ -138,9 +167,9 @@ class ChoiceSpace:
 
     def mutate(self, parent: ChoiceGenotype, rng: random.Random) -> tuple[ChoiceGenotype, str]:
         name = rng.choice([n for n, values in self.choices.items() if len(values) > 1])
-        old = parent[name]
-        new = rng.choice([v for v in self.choices[name] if _as_json(v) != _as_json(old)])
-        return ChoiceGenotype({**parent.values, name: new}), f"{name}: {old} -> {new}"
+        mutation = CHOICE_MUTATIONS[draw(self.mutations, rng)]
+        new, what = mutation.apply(self, parent, name, rng)
+        return ChoiceGenotype({**parent.values, name: new}), f"{name}: {what}"
 
     def size(self) -> int:
         """How many genotypes the space holds."""

@@ -11,8 +11,9 @@ from __future__ import annotations
 import itertools
 import random
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from searchspace.mutations import check_mutations, draw, mutations_config
 from searchspace.ops import NASBENCH201_OPS
 
 # (to_node, from_node) for the six edges, in the order of the string form.
@@ -77,16 +78,43 @@ class NasBench201Genotype:
         return cls.from_string(data["arch"])
 
 
+class EdgeMutation(Protocol):
+    """A change to edge `e` (an index into EDGES) of a cell's ops: `apply` returns the new ops and
+    what changed (shown after "edge <from>-><to>: ")."""
+
+    def apply(self, space: "NasBench201Space", ops: tuple[str, ...], e: int,
+              rng: random.Random) -> tuple[tuple[str, ...], str]: ...
+
+
+class EdgeOpMutation:
+    """The edge applies another of the space's ops, uniformly."""
+
+    def apply(self, space: "NasBench201Space", ops: tuple[str, ...], e: int,
+              rng: random.Random) -> tuple[tuple[str, ...], str]:
+        new = list(ops)
+        old = new[e]
+        new[e] = rng.choice([op for op in space.ops if op != old])
+        return tuple(new), f"op {old} -> {new[e]}"
+
+
+# One entry per mutation of an edge; a space draws from those its `mutations` names.
+NASBENCH201_MUTATIONS: dict[str, EdgeMutation] = {"op": EdgeOpMutation()}
+DEFAULT_MUTATIONS = ("op",)
+
+
 @dataclass(frozen=True)
 class NasBench201Space:
-    """Uniform sampling; mutation sets one edge to a different op."""
+    """Uniform sampling; a mutation picks one edge uniformly and applies one of `mutations` (names
+    in NASBENCH201_MUTATIONS; by default "op": a different op)."""
 
     ops: tuple[str, ...] = NASBENCH201_OPS
     identity_prob: float = 0.0
+    mutations: tuple[str, ...] = DEFAULT_MUTATIONS
     name: str = field(default="nasbench201", init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "ops", tuple(self.ops))
+        object.__setattr__(self, "mutations", check_mutations(self.mutations, NASBENCH201_MUTATIONS))
         unknown = [op for op in self.ops if op not in NASBENCH201_OPS]
         if unknown or len(self.ops) < 2:
             raise ValueError(f"ops: need two or more NAS-Bench-201 ops, got {list(self.ops)}")
@@ -94,7 +122,8 @@ class NasBench201Space:
             raise ValueError(f"identity_prob: must be in [0, 1], got {self.identity_prob}")
 
     def to_config(self) -> dict[str, Any]:
-        return {"name": self.name, "ops": list(self.ops), "identity_prob": self.identity_prob}
+        return {"name": self.name, "ops": list(self.ops), "identity_prob": self.identity_prob,
+                **mutations_config(self.mutations, DEFAULT_MUTATIONS)}
 
     def genotype_from_json(self, data: Any) -> NasBench201Genotype:
         return NasBench201Genotype.from_json(data)
@@ -106,11 +135,10 @@ class NasBench201Space:
         if rng.random() < self.identity_prob:
             return parent, "identity"
         e = rng.randrange(len(EDGES))
-        ops = list(parent.ops)
-        old = ops[e]
-        ops[e] = rng.choice([op for op in self.ops if op != old])
+        mutation = NASBENCH201_MUTATIONS[draw(self.mutations, rng)]
+        ops, what = mutation.apply(self, parent.ops, e, rng)
         to, frm = EDGES[e]
-        return NasBench201Genotype(tuple(ops)), f"edge {frm}->{to}: op {old} -> {ops[e]}"
+        return NasBench201Genotype(ops), f"edge {frm}->{to}: {what}"
 
     def all_genotypes(self) -> list[NasBench201Genotype]:
         """Every cell of the space (5^6 = 15,625 with the default ops)."""

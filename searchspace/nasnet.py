@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Protocol, Sequence
 
+from searchspace.mutations import check_mutations, draw, mutations_config
 from searchspace.ops import NASNET_OPS, NASNET_SEARCH_OPS
 
 CELL_NAMES = ("normal", "reduction")
@@ -160,17 +161,55 @@ class NasNetGenotype:
         return cls(*cells)
 
 
+class NasNetMutation(Protocol):
+    """A change to element `e` (0 or 1) of block `b` of a cell: `apply` returns the new block and
+    what changed (the journal and the results show it after "<cell> block <b> element <e>: ")."""
+
+    def apply(self, space: "NasNetSpace", block: Block, b: int, e: int,
+              rng: random.Random) -> tuple[Block, str]: ...
+
+
+class HiddenStateMutation:
+    """The element reads another hidden state of those its block may read (h0 .. h(b+1)), uniformly."""
+
+    def apply(self, space: "NasNetSpace", block: Block, b: int, e: int,
+              rng: random.Random) -> tuple[Block, str]:
+        inputs = list(block.inputs)
+        old = inputs[e]
+        inputs[e] = rng.choice([h for h in range(b + 2) if h != old])
+        return Block(tuple(inputs), block.ops), f"hidden state h{old} -> h{inputs[e]}"
+
+
+class OpMutation:
+    """The element applies another of the space's ops, uniformly."""
+
+    def apply(self, space: "NasNetSpace", block: Block, b: int, e: int,
+              rng: random.Random) -> tuple[Block, str]:
+        ops = list(block.ops)
+        old = ops[e]
+        ops[e] = rng.choice([op for op in space.ops if op != old])
+        return Block(block.inputs, tuple(ops)), f"op {old} -> {ops[e]}"
+
+
+# One entry per mutation of a NASNet cell element; a space draws from those its `mutations` names.
+NASNET_MUTATIONS: dict[str, NasNetMutation] = {"hidden_state": HiddenStateMutation(), "op": OpMutation()}
+PAPER_MUTATIONS = ("hidden_state", "op")  # Real et al. 2019: each with probability 1/2
+
+
 @dataclass(frozen=True)
 class NasNetSpace:
-    """Uniform sampling and the paper's single-element mutation over NASNet cells."""
+    """Uniform sampling and the paper's single-element mutation over NASNet cells; `mutations`
+    names the entries of NASNET_MUTATIONS a mutation draws from."""
 
     num_blocks: int = 5
     ops: tuple[str, ...] = NASNET_SEARCH_OPS
     identity_prob: float = 0.05
+    mutations: tuple[str, ...] = PAPER_MUTATIONS
     name: str = field(default="nasnet", init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "ops", tuple(self.ops))
+        object.__setattr__(self, "mutations", check_mutations(self.mutations, NASNET_MUTATIONS))
         if self.num_blocks < 1:
             raise ValueError(f"num_blocks: must be at least 1, got {self.num_blocks}")
         unknown = [op for op in self.ops if op not in NASNET_OPS]
@@ -185,6 +224,7 @@ class NasNetSpace:
             "num_blocks": self.num_blocks,
             "ops": list(self.ops),
             "identity_prob": self.identity_prob,
+            **mutations_config(self.mutations, PAPER_MUTATIONS),
         }
 
     def genotype_from_json(self, data: Any) -> NasNetGenotype:
@@ -213,7 +253,8 @@ class NasNetSpace:
         """One mutation: identity with `identity_prob`, else exactly one element changed.
 
         Picks the normal or reduction cell, one of its blocks and one of the block's two elements
-        uniformly; then, with equal probability, a different input hidden state or a different op.
+        uniformly; then draws one of `mutations` uniformly (by default the paper's two: a different
+        input hidden state or a different op) and applies it to that element.
         """
         if rng.random() < self.identity_prob:
             return parent, "identity"
@@ -221,18 +262,9 @@ class NasNetSpace:
         cell = parent.cell(cell_name)
         b = rng.randrange(len(cell.blocks))
         e = rng.randrange(2)
-        block = cell.blocks[b]
-        inputs, ops = list(block.inputs), list(block.ops)
-        if rng.random() < 0.5:
-            old = inputs[e]
-            inputs[e] = rng.choice([h for h in range(b + 2) if h != old])
-            what = f"hidden state h{old} -> h{inputs[e]}"
-        else:
-            old = ops[e]
-            ops[e] = rng.choice([op for op in self.ops if op != old])
-            what = f"op {old} -> {ops[e]}"
+        mutation = NASNET_MUTATIONS[draw(self.mutations, rng)]
         blocks = list(cell.blocks)
-        blocks[b] = Block(tuple(inputs), tuple(ops))
+        blocks[b], what = mutation.apply(self, blocks[b], b, e, rng)
         new_cell = make_cell(blocks)
         cells = {"normal": parent.normal, "reduction": parent.reduction, cell_name: new_cell}
         return NasNetGenotype(cells["normal"], cells["reduction"]), f"{cell_name} block {b} element {e}: {what}"

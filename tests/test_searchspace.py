@@ -346,3 +346,75 @@ def test_a_space_whose_json_has_tuples_resumes(tmp_path):
                           trainable="tests.pairs", population_size=2, sample_size=1)
     open_search(config).close()
     open_search(config).close()  # the same search, not "a different one"
+
+
+# ---- mutations as objects ----------------------------------------------------------------------
+
+
+class CountingRandom(random.Random):
+    """A Random that counts its `random()` calls."""
+
+    calls = 0
+
+    def random(self):
+        self.calls += 1
+        return super().random()
+
+
+def test_draw_makes_one_random_call_for_two_or_more_and_none_for_one():
+    from searchspace.mutations import draw
+
+    rng = CountingRandom(0)
+    assert draw(("only",), rng) == "only" and rng.calls == 0
+    for _ in range(200):
+        twin = random.Random()
+        twin.setstate(rng.getstate())
+        assert draw(("a", "b"), rng) == ("a" if twin.random() < 0.5 else "b")  # the old 50/50 test, same call
+    assert rng.calls == 200
+    assert Counter(draw(("a", "b", "c"), rng) for _ in range(3000)).keys() == {"a", "b", "c"}
+
+
+def test_the_default_mutations_leave_every_space_config_as_it_was():
+    from searchspace import ChoiceSpace, NasBench201Space
+
+    assert "mutations" not in NasNetSpace().to_config()
+    assert "mutations" not in NasBench201Space().to_config()
+    assert "mutations" not in ChoiceSpace({"a": [1, 2]}).to_config()
+
+
+def test_a_space_names_its_mutations_and_an_unknown_one_is_refused():
+    from searchspace import ChoiceSpace, NasBench201Space
+
+    op_only = NasNetSpace(identity_prob=0.0, mutations=["op"])
+    assert op_only.mutations == ("op",)
+    rng = random.Random(5)
+    parent = op_only.sample(rng)
+    assert all(": op " in op_only.mutate(parent, rng)[1] for _ in range(100))
+    assert space_from_config(json.loads(json.dumps(op_only.to_config()))) == op_only
+    for make in (lambda m: NasNetSpace(mutations=m), lambda m: NasBench201Space(mutations=m),
+                 lambda m: ChoiceSpace({"a": [1, 2]}, m)):
+        with pytest.raises(ValueError, match=r"mutations: unknown 'warp'; known: \["):
+            make(("warp",))
+        with pytest.raises(ValueError, match="mutations: need one or more distinct names"):
+            make(())
+
+
+def test_a_new_mutation_is_one_class_and_one_table_entry(monkeypatch):
+    from searchspace.nasnet import NASNET_MUTATIONS
+
+    class SameOpMutation:
+        """The element applies the other element's op."""
+
+        def apply(self, space, block, b, e, rng):
+            ops = list(block.ops)
+            old, ops[e] = ops[e], ops[1 - e]
+            return Block(block.inputs, tuple(ops)), f"op {old} -> {ops[e]} (the other element's)"
+
+    monkeypatch.setitem(NASNET_MUTATIONS, "same_op", SameOpMutation())
+    space = NasNetSpace(identity_prob=0.0, mutations=("hidden_state", "op", "same_op"))
+    rng = random.Random(6)
+    parent = space.sample(rng)
+    descriptions = [space.mutate(parent, rng)[1] for _ in range(300)]
+    kinds = Counter("same" if "other element" in d else "op" if ": op " in d else "hidden" for d in descriptions)
+    assert all(60 < n < 140 for n in kinds.values()) and len(kinds) == 3  # a third each
+    assert space_from_config(json.loads(json.dumps(space.to_config()))) == space  # the journal names it

@@ -89,8 +89,21 @@ class ValueMutation:
         return new, f"{old} -> {new}"
 
 
+class NeighbourMutation:
+    """The choice takes a value next to its old one in its list, one step either way (uniformly
+    where both exist): a local step for ordered choices such as depths or learning rates."""
+
+    def apply(self, space: "ChoiceSpace", parent: ChoiceGenotype, name: str,
+              rng: random.Random) -> tuple[Any, str]:
+        values = space.choices[name]
+        old = parent[name]
+        i = [_as_json(v) for v in values].index(_as_json(old))
+        new = values[rng.choice([j for j in (i - 1, i + 1) if 0 <= j < len(values)])]
+        return new, f"{old} -> {new}"
+
+
 # One entry per mutation of a choice; a space draws from those its `mutations` names.
-CHOICE_MUTATIONS: dict[str, ChoiceMutation] = {"value": ValueMutation()}
+CHOICE_MUTATIONS: dict[str, ChoiceMutation] = {"value": ValueMutation(), "neighbour": NeighbourMutation()}
 DEFAULT_MUTATIONS = ("value",)
 
 

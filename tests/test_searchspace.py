@@ -418,3 +418,25 @@ def test_a_new_mutation_is_one_class_and_one_table_entry(monkeypatch):
     kinds = Counter("same" if "other element" in d else "op" if ": op " in d else "hidden" for d in descriptions)
     assert all(60 < n < 140 for n in kinds.values()) and len(kinds) == 3  # a third each
     assert space_from_config(json.loads(json.dumps(space.to_config()))) == space  # the journal names it
+
+
+def test_the_neighbour_mutation_steps_one_value_along_the_choice():
+    from searchspace import ChoiceSpace
+
+    space = ChoiceSpace({"depth": [2, 4, 8, 16], "act": ["relu", "gelu"]}, mutations=("neighbour",))
+    rng = random.Random(7)
+    genotype = space.sample(rng)
+    steps = Counter()
+    for _ in range(400):
+        child, description = space.mutate(genotype, rng)
+        order = space.choices["depth"]
+        if child["depth"] != genotype["depth"]:
+            step = order.index(child["depth"]) - order.index(genotype["depth"])
+            assert abs(step) == 1 and description == f"depth: {genotype['depth']} -> {child['depth']}"
+            steps[step] += 1
+        else:
+            assert child["act"] != genotype["act"]
+        genotype = child
+    assert set(steps) == {-1, 1}
+    both = ChoiceSpace({"depth": [2, 4, 8]}, mutations=("value", "neighbour"))
+    assert both.to_config()["mutations"] == ["value", "neighbour"]

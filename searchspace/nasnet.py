@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
 
 from searchspace.mutations import check_mutations, draw, mutations_config
-from searchspace.ops import NASNET_OPS, NASNET_SEARCH_OPS
+from searchspace.ops import NASNET_OP_SPECS, NASNET_SEARCH_OPS
 
 CELL_NAMES = ("normal", "reduction")
 
@@ -89,8 +89,8 @@ def _validate_cell(cell: Cell, name: str) -> None:
                     f"{where}, inputs[{j}]: {h!r} is not a hidden state before the block "
                     f"(allowed 0..{i + 1})"
                 )
-            if op not in NASNET_OPS:
-                raise ValueError(f"{where}, ops[{j}]: unknown op {op!r}; known: {list(NASNET_OPS)}")
+            if op not in NASNET_OP_SPECS:
+                raise ValueError(f"{where}, ops[{j}]: unknown op {op!r}; known: {list(NASNET_OP_SPECS)}")
     last = len(cell.blocks) + 1
     if not cell.concat:
         raise ValueError(f"{name} cell, concat: must name at least one hidden state")
@@ -212,7 +212,7 @@ class NasNetSpace:
         object.__setattr__(self, "mutations", check_mutations(self.mutations, NASNET_MUTATIONS))
         if self.num_blocks < 1:
             raise ValueError(f"num_blocks: must be at least 1, got {self.num_blocks}")
-        unknown = [op for op in self.ops if op not in NASNET_OPS]
+        unknown = [op for op in self.ops if op not in NASNET_OP_SPECS]
         if unknown or len(self.ops) < 2:
             raise ValueError(f"ops: need two or more known ops, got {list(self.ops)}")
         if not 0.0 <= self.identity_prob <= 1.0:

@@ -5,11 +5,12 @@ import numpy as np
 import pytest
 
 from searchspace import Block, NasNetGenotype, make_cell
-from searchspace.ops import NASNET_OPS
+from searchspace.ops import NASNET_OP_SPECS, NASNET_OPS, OpSpec
 from searchspace.references import AMOEBANET_D, REFERENCES
 from trainer.flops import count_multiply_adds
 from trainer.models import MODEL_NAMES, ModelSpec, build_model, model_report
 from trainer.nasnet import (
+    OP_BUILDERS,
     NasNetConfig,
     ScheduledDropPath,
     build_nasnet,
@@ -22,6 +23,11 @@ from trainer.resnet import build_resnet
 TINY = NasNetGenotype(make_cell([Block((0, 1), ("sep_conv_3x3", "none"))]),
                       make_cell([Block((0, 1), ("max_pool_3x3", "none"))]))
 CIFAR3 = NasNetConfig(num_cells=3, filters=4, stem="cifar")
+# Parameter counts the if/elif op builder gave before the op table: the table must keep them.
+OP_PARAMS = {"none": 3166, "avg_pool_3x3": 2334, "max_pool_3x3": 2334, "sep_conv_3x3": 10366, "sep_conv_5x5": 15486,
+             "sep_conv_7x7": 23166, "dil_sep_conv_3x3": 6370, "conv_1x7_7x1": 6076, "conv_1x1": 4894, "conv_3x3": 5305,
+             "max_pool_2x2": 2334}  # test_every_op_builds_in_normal_and_reduction_cells's model
+REFERENCE_PARAMS = {"amoebanet_a": 92210, "amoebanet_d": 48786, "nasnet_a": 114498}  # NasNetConfig(6, 8, "cifar")
 
 
 def images(n: int, size: int, seed: int = 0) -> np.ndarray:
@@ -35,7 +41,7 @@ def out_shape(model: keras.Model, layer_name: str) -> tuple:
 # ---- NASNet builder ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("op", NASNET_OPS)
+@pytest.mark.parametrize("op", NASNET_OP_SPECS)
 def test_every_op_builds_in_normal_and_reduction_cells(op):
     # The op reads h0 and h1 (strided in the reduction cell) and a block output (never strided).
     cell = make_cell([Block((0, 1), (op, op)), Block((2, 0), (op, "none"))])
@@ -45,6 +51,34 @@ def test_every_op_builds_in_normal_and_reduction_cells(op):
     assert out_shape(model, "cell0_out") == (16, 16, 4)
     assert out_shape(model, "reduction_cell0_out") == (8, 8, 8)
     assert out_shape(model, "reduction_cell1_out") == (4, 4, 16)
+    assert model.count_params() == OP_PARAMS.get(op, model.count_params())
+
+
+def test_every_op_kind_has_one_builder_and_every_builder_a_kind():
+    assert NASNET_OPS == tuple(NASNET_OP_SPECS)
+    assert {spec.kind for spec in NASNET_OP_SPECS.values()} == set(OP_BUILDERS)
+
+
+def test_a_new_op_of_a_known_kind_is_one_table_entry(monkeypatch):
+    monkeypatch.setitem(NASNET_OP_SPECS, "dil_sep_conv_5x5", OpSpec("dil_sep_conv", 5, dilation=2))
+    cell = make_cell([Block((0, 1), ("dil_sep_conv_5x5", "none"))])
+    model = build_nasnet(NasNetGenotype(cell, cell), (16, 16, 3), 10, CIFAR3)
+    layer = model.get_layer("reduction_cell0_b0l_dil_sep_conv_5x5_sep")
+    assert layer.kernel_size == (5, 5) and layer.dilation_rate == (2, 2)
+    assert out_shape(model, "reduction_cell0_b0l_dil_sep_conv_5x5_subsample") == (8, 8, 8)
+
+
+def test_an_op_whose_kind_has_no_builder_names_the_table(monkeypatch):
+    monkeypatch.setitem(NASNET_OP_SPECS, "warp_3x3", OpSpec("warp", 3))
+    cell = make_cell([Block((0, 1), ("warp_3x3", "none"))])
+    with pytest.raises(ValueError, match=r"op 'warp_3x3' has no builder: its kind 'warp' is not in OP_BUILDERS"):
+        build_nasnet(NasNetGenotype(cell, cell), (16, 16, 3), 10, CIFAR3)
+
+
+def test_the_reference_cells_keep_their_parameter_counts():
+    counts = {name: build_nasnet(genotype, (32, 32, 3), 10, NasNetConfig(6, 8, "cifar")).count_params()
+              for name, genotype in REFERENCES.items()}
+    assert counts == REFERENCE_PARAMS
 
 
 @pytest.mark.parametrize("name", sorted(REFERENCES))

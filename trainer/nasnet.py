@@ -10,7 +10,8 @@ One builder for the search proxy and for full training (tpu's `network_utils.Bas
 - Cells: h0 = ReLU-1x1-BN of the previous cell; h1 = the cell before that, reduced when its size
   (factorized reduction) or width (ReLU-1x1-BN) differs, raw when there is none. In reduction
   cells only ops reading h0/h1 are strided. conv_3x3 and conv_1x7_7x1 are bottlenecked (1/4 width).
-- ScheduledDropPath on every op but `none`; `set_training_progress` moves its schedule.
+- Ops: searchspace.ops.NASNET_OP_SPECS gives each op's kind; OP_BUILDERS holds one builder per kind.
+- ScheduledDropPath on every op but `none` (kind identity); `set_training_progress` moves its schedule.
 - Head: ReLU, global average pool, dropout, float32 Dense LOGITS; with `aux_head`, the model
   outputs [logits, aux_logits] (aux head after the normal cell before the second reduction).
 
@@ -27,12 +28,14 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
+from typing import Any, Callable
 
 import keras
 import tensorflow as tf
 from keras import layers
 
 from searchspace.nasnet import Cell, NasNetGenotype
+from searchspace.ops import NASNET_OP_SPECS, OpSpec
 
 STEMS = ("cifar", "imagenet")
 IMAGENET_STEM_FILTERS = 32
@@ -40,8 +43,6 @@ IMAGENET_STEM_CELLS = 2
 AUX_FILTERS = (128, 768)
 BN_EPSILON = 1e-5  # tensorflow/tpu amoeba_net.py: batch_norm_epsilon 1e-5, decay 0.9
 BN_MOMENTUM = 0.9
-
-
 MIN_FILTERS = {"imagenet": 8, "cifar": 2}  # per stem: factorized reductions need 2+ channels
 
 
@@ -175,8 +176,7 @@ class _Builder:
     def __init__(self, genotype: NasNetGenotype, config: NasNetConfig) -> None:
         self.genotype = genotype
         self.config = config
-        keep = config.drop_path_keep_prob
-        self.progress = new_progress_variable() if keep < 1.0 else None
+        self.progress = new_progress_variable() if config.drop_path_keep_prob < 1.0 else None
 
     # ---- layer helpers -------------------------------------------------------------------
     @staticmethod
@@ -208,61 +208,16 @@ class _Builder:
 
     # ---- ops -----------------------------------------------------------------------------
     def apply_op(self, op: str, x, filters: int, strides: int, name: str):
-        """One op of the registry; the output has `filters` channels."""
-        in_filters = x.shape[-1]
-        if op in ("none", "conv_1x1"):
-            if strides > 1 or op == "conv_1x1" or in_filters != filters:
-                x = self.relu_conv_bn(x, filters, 1, strides, name)
-        elif op in ("avg_pool_3x3", "max_pool_3x3", "max_pool_2x2"):
-            pool = layers.AveragePooling2D if op.startswith("avg") else layers.MaxPooling2D
-            x = pool(int(op[-1]), strides=strides, padding="same", name=f"{name}_pool")(x)
-            if in_filters != filters:
-                x = self.bn(self.conv(x, filters, 1, 1, name), name)
-        elif op.startswith("sep_conv_"):
-            kernel = int(op[-1])
-            for i, s in enumerate((strides, 1)):
-                x = self.relu(x, f"{name}_{i}")
-                x = layers.SeparableConv2D(
-                    filters, kernel, strides=s, padding="same", depth_multiplier=1, use_bias=False,
-                    depthwise_initializer=_conv_init(), pointwise_initializer=_conv_init(),
-                    name=f"{name}_{i}_sep")(x)
-                x = self.bn(x, f"{name}_{i}")
-        elif op == "dil_sep_conv_3x3":
-            x = self.relu(x, name)
-            x = layers.SeparableConv2D(
-                filters, 3, dilation_rate=2, padding="same", use_bias=False,
-                depthwise_initializer=_conv_init(), pointwise_initializer=_conv_init(),
-                name=f"{name}_sep")(x)
-            x = self.bn(x, name)
-            if strides > 1:
-                x = layers.AveragePooling2D(1, strides=strides, padding="same", name=f"{name}_subsample")(x)
-        elif op in ("conv_3x3", "conv_1x7_7x1"):
-            x = self.bottlenecked_conv(op, x, filters, strides, name)
-        else:
-            raise ValueError(f"op {op!r} has no builder")
-        if op != "none" and self.progress is not None:
+        """One op of NASNET_OP_SPECS, built by OP_BUILDERS[its kind]; the output has `filters` channels."""
+        spec = NASNET_OP_SPECS.get(op)
+        build = OP_BUILDERS.get(spec.kind) if spec is not None else None
+        if build is None:
+            raise ValueError(f"op {op!r} has no builder: its kind {getattr(spec, 'kind', None)!r} is not in "
+                             f"OP_BUILDERS ({sorted(OP_BUILDERS)})")
+        x = build(self, spec, x, filters, strides, name)
+        if spec.kind != "identity" and self.progress is not None:
             # tpu's default drop_connect_version "v1": the same target in every cell, ramped over training
             x = ScheduledDropPath(self.config.drop_path_keep_prob, self.progress, name=f"{name}_drop_path")(x)
-        return x
-
-    def bottlenecked_conv(self, op: str, x, filters: int, strides: int, name: str):
-        """ReLU-1x1(filters/4)-BN-ReLU-op-BN-ReLU-1x1(filters)-BN; without the 1x1s if filters/4 < 1."""
-        inner = filters // 4
-        bottleneck = inner >= 1
-        if bottleneck:
-            x = self.relu_conv_bn(x, inner, 1, 1, f"{name}_pre")
-        else:
-            inner = filters
-        x = self.relu(x, f"{name}_op")
-        if op == "conv_3x3":
-            x = self.conv(x, inner, 3, strides, f"{name}_3x3")
-        else:
-            x = self.conv(x, inner, (1, 7), (1, strides), f"{name}_1x7")
-            x = self.relu(self.bn(x, f"{name}_1x7"), f"{name}_1x7")
-            x = self.conv(x, inner, (7, 1), (strides, 1), f"{name}_7x1")
-        x = self.bn(x, f"{name}_op")
-        if bottleneck:
-            x = self.relu_conv_bn(x, filters, 1, 1, f"{name}_post")
         return x
 
     # ---- cells ---------------------------------------------------------------------------
@@ -343,12 +298,97 @@ class _Builder:
         return keras.Model(inputs, model_outputs, name="nasnet")
 
 
-def build_nasnet(
-    genotype: NasNetGenotype,
-    input_shape: tuple[int, ...],
-    num_classes: int,
-    config: NasNetConfig,
-) -> keras.Model:
+# ---- op builders, one per kind of OpSpec: `filters` channels out, `strides` with "same" padding --
+
+
+def _identity(b: _Builder, spec: OpSpec, x, filters: int, strides: int, name: str):
+    """The input; ReLU-1x1-BN where the stride or the width must change."""
+    if strides > 1 or x.shape[-1] != filters:
+        x = b.relu_conv_bn(x, filters, 1, strides, name)
+    return x
+
+
+def _conv(b: _Builder, spec: OpSpec, x, filters: int, strides: int, name: str):
+    """ReLU-conv-BN."""
+    return b.relu_conv_bn(x, filters, spec.kernel, strides, name)
+
+
+def _pool(b: _Builder, spec: OpSpec, x, filters: int, strides: int, name: str):
+    """Average or max pooling; 1x1 conv-BN after it where the width changes."""
+    pool = layers.AveragePooling2D if spec.kind == "avg_pool" else layers.MaxPooling2D
+    in_filters = x.shape[-1]
+    x = pool(spec.kernel, strides=strides, padding="same", name=f"{name}_pool")(x)
+    if in_filters != filters:
+        x = b.bn(b.conv(x, filters, 1, 1, name), name)
+    return x
+
+
+def _separable(x, filters: int, spec: OpSpec, strides: int, name: str, dilation: int = 1):
+    return layers.SeparableConv2D(
+        filters, spec.kernel, strides=strides, dilation_rate=dilation, padding="same", depth_multiplier=1,
+        use_bias=False, depthwise_initializer=_conv_init(), pointwise_initializer=_conv_init(), name=name)(x)
+
+
+def _sep_conv(b: _Builder, spec: OpSpec, x, filters: int, strides: int, name: str):
+    """ReLU-SepConv-BN twice, the first strided."""
+    for i, s in enumerate((strides, 1)):
+        x = b.bn(_separable(b.relu(x, f"{name}_{i}"), filters, spec, s, f"{name}_{i}_sep"), f"{name}_{i}")
+    return x
+
+
+def _dil_sep_conv(b: _Builder, spec: OpSpec, x, filters: int, strides: int, name: str):
+    """ReLU-SepConv(dilated)-BN, subsampled afterwards for a stride (Keras cannot stride a dilated conv)."""
+    x = b.bn(_separable(b.relu(x, name), filters, spec, 1, f"{name}_sep", spec.dilation), name)
+    if strides > 1:
+        x = layers.AveragePooling2D(1, strides=strides, padding="same", name=f"{name}_subsample")(x)
+    return x
+
+
+def _bottlenecked(b: _Builder, x, filters: int, name: str, inner_op):
+    """ReLU-1x1(filters/4)-BN-ReLU-inner_op-BN-ReLU-1x1(filters)-BN; without the 1x1s if filters/4 < 1."""
+    bottleneck = filters // 4 >= 1
+    inner = filters // 4 if bottleneck else filters
+    if bottleneck:
+        x = b.relu_conv_bn(x, inner, 1, 1, f"{name}_pre")
+    x = b.bn(inner_op(b.relu(x, f"{name}_op"), inner), f"{name}_op")
+    if bottleneck:
+        x = b.relu_conv_bn(x, filters, 1, 1, f"{name}_post")
+    return x
+
+
+def _bottleneck_conv(b: _Builder, spec: OpSpec, x, filters: int, strides: int, name: str):
+    """A kernel x kernel conv, bottlenecked."""
+    k = spec.kernel
+    return _bottlenecked(b, x, filters, name, lambda x, inner: b.conv(x, inner, k, strides, f"{name}_{k}x{k}"))
+
+
+def _bottleneck_factorized_conv(b: _Builder, spec: OpSpec, x, filters: int, strides: int, name: str):
+    """1 x kernel conv-BN-ReLU then kernel x 1 conv (each strided along its long side), bottlenecked."""
+    k = spec.kernel
+
+    def factorized(x, inner: int):
+        x = b.conv(x, inner, (1, k), (1, strides), f"{name}_1x{k}")
+        x = b.relu(b.bn(x, f"{name}_1x{k}"), f"{name}_1x{k}")
+        return b.conv(x, inner, (k, 1), (strides, 1), f"{name}_{k}x1")
+
+    return _bottlenecked(b, x, filters, name, factorized)
+
+
+# One builder per op kind (nasbench's OP_MAP); searchspace.ops.NASNET_OP_SPECS names each op's kind.
+OP_BUILDERS: dict[str, Callable[..., Any]] = {
+    "identity": _identity,
+    "conv": _conv,
+    "avg_pool": _pool,
+    "max_pool": _pool,
+    "sep_conv": _sep_conv,
+    "dil_sep_conv": _dil_sep_conv,
+    "bottleneck_conv": _bottleneck_conv,
+    "bottleneck_factorized_conv": _bottleneck_factorized_conv,
+}
+
+
+def build_nasnet(genotype: NasNetGenotype, input_shape: tuple[int, ...], num_classes: int,
+                 config: NasNetConfig) -> keras.Model:
     """The network for `genotype`: logits, or [logits, aux_logits] with `config.aux_head`."""
     if num_classes < 1 or len(input_shape) != 3:
         raise ValueError(f"need num_classes >= 1 and an (H, W, C) input shape, got {num_classes}, "

@@ -2,14 +2,18 @@
 
 import glob
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 from trainer import proxy_data
 from trainer.fake_imagenet import write_fake_imagenet
-from trainer.proxy import MAX_PROXY_BYTES, ProxyConfig, check_data_dir, plan_split
-from trainer.proxy_data import eval_pipeline, load_prepared, load_proxy_data, train_pipeline
+from tests.conftest import REPO
+from trainer.proxy import (MAX_PROXY_BYTES, PROXY_DATASETS, ProxyConfig, ProxyDataset, check_data_dir, check_proxy,
+                           plan_split)
+from trainer.proxy_data import ArrayDataset, eval_pipeline, hold_out, load_prepared, load_proxy_data, train_pipeline
 
 NUM_TRAIN, NUM_CLASSES = 200, 4
 
@@ -121,3 +125,47 @@ def test_digits_honour_train_images_as_a_data_dir_does():
     assert len(data.x_train) == 300 and len(data.x_val) == 75  # the 20% of the pool held out
     everything = proxy_data.load_digits(ProxyConfig())
     assert len(everything.x_train) + len(everything.x_val) == 1797
+
+
+# ---- the dataset table --------------------------------------------------------------------------
+
+
+def load_stripes(proxy: ProxyConfig) -> ArrayDataset:
+    """A test's dataset: 64 8x8x1 images, horizontal (0) or vertical (1) stripes."""
+    y = (np.arange(64) % 2).astype("int32")
+    stripes = (np.arange(8) % 2).astype("float32")
+    x = np.where(y[:, None, None] == 0, stripes[None, :, None], stripes[None, None, :])[..., None]
+    plan = plan_split(proxy, len(y))
+    train, val = hold_out(y[:plan.pool], plan)
+    return ArrayDataset(x[train], y[train], x[val], y[val], num_classes=2)
+
+
+def test_every_proxy_dataset_names_a_loader_that_imports():
+    for name, spec in PROXY_DATASETS.items():
+        assert callable(spec.load_function()), name
+    assert set(proxy_data.LOADERS) == set(PROXY_DATASETS)
+
+
+def test_a_new_dataset_is_one_table_entry(monkeypatch):
+    monkeypatch.setitem(PROXY_DATASETS, "stripes", ProxyDataset(
+        "stripes", image_size=8, validation_fraction=0.25, loader="tests.test_proxy_data:load_stripes",
+        num_images=64, channels=1, num_classes=2))
+    monkeypatch.setattr(proxy_data, "_CACHE", {})
+    stripes = ProxyConfig(dataset="stripes", batch_size=16)
+    assert check_proxy(stripes).num_validation == 16
+    data = load_proxy_data(stripes)
+    assert data.x_train.shape == (48, 8, 8, 1) and data.x_val.shape == (16, 8, 8, 1) and data.num_classes == 2
+
+
+def test_a_bad_loader_names_itself():
+    with pytest.raises(ValueError, match="loader: needs 'module:function', got 'load_stripes'"):
+        ProxyDataset("x", 8, 0.1, loader="load_stripes")
+    with pytest.raises(AttributeError, match="'trainer.proxy_data:load_nothing': trainer.proxy_data has no"):
+        ProxyDataset("x", 8, 0.1, loader="trainer.proxy_data:load_nothing").load_function()
+
+
+def test_the_dataset_table_imports_no_tensorflow():
+    probe = "import sys, trainer.proxy, experiments.search; print('tensorflow' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": REPO})
+    assert out.stdout.strip() == "False"

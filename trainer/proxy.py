@@ -1,38 +1,61 @@
 """The proxy task a search candidate is trained on: a plain value object, and the one registry of
-proxy datasets.
+proxy datasets, PROXY_DATASETS (one entry per dataset, naming its loader).
 
-Importing this module must stay cheap for the search driver: no TensorFlow here (the loaders,
-in trainer/proxy_data.py, run in the trial workers).
+Importing this module must stay cheap for the search driver: no TensorFlow here. A loader is
+named by its import path and imported only when a trial worker loads the data.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Callable
 
 
 @dataclass(frozen=True)
 class ProxyDataset:
     """One entry of the registry. `image_size` is the size used when the search gives none;
-    `validation_fraction` the share of the training split held out when it gives no count."""
+    `validation_fraction` the share of the training split held out when it gives no count;
+    `loader` the "module:function" that loads it (`function(proxy)` -> trainer.proxy_data's
+    ArrayDataset), imported only when a trial loads the data."""
 
     description: str
     image_size: int
     validation_fraction: float
+    loader: str
     num_images: int = 0  # a built-in's size (a data dir's is in its metadata.json)
     channels: int = 3
     num_classes: int = 0  # a built-in's (a data dir's is in its metadata.json)
     needs_data_dir: bool = False
     augment: bool = False  # CIFAR-style: pad by image_size/8, random crop back, random flip
 
+    def __post_init__(self) -> None:
+        module, _, function = self.loader.partition(":")
+        if not module or not function.isidentifier():
+            raise ValueError(f"ProxyDataset loader: needs 'module:function', got {self.loader!r}")
 
-# One entry per proxy dataset; its loader is `trainer.proxy_data.LOADERS[name]`.
+    def load_function(self) -> Callable[["ProxyConfig"], Any]:
+        """The loader function (its module imported now); an ImportError or AttributeError names it."""
+        module, _, function = self.loader.partition(":")
+        try:
+            return getattr(importlib.import_module(module), function)
+        except AttributeError:
+            raise AttributeError(f"proxy dataset loader {self.loader!r}: {module} has no {function}") from None
+
+    def load(self, proxy: "ProxyConfig") -> Any:
+        """The dataset's images for `proxy`: the loader's ArrayDataset (in a trial worker)."""
+        return self.load_function()(proxy)
+
+
+# One entry per proxy dataset: `amoeba search --dataset` takes its names.
 PROXY_DATASETS: dict[str, ProxyDataset] = {
     "digits": ProxyDataset("scikit-learn's 1,797 8x8 handwritten digits (built in)", image_size=8,
-                           validation_fraction=0.2, num_images=1797, channels=1, num_classes=10),
+                           validation_fraction=0.2, loader="trainer.proxy_data:load_digits",
+                           num_images=1797, channels=1, num_classes=10),
     "prepared": ProxyDataset("the training split of a dir made by `amoeba prepare` (--data)", image_size=32,
-                             validation_fraction=0.1, needs_data_dir=True, augment=True),
+                             validation_fraction=0.1, loader="trainer.proxy_data:load_prepared",
+                             needs_data_dir=True, augment=True),
 }
 DATA_DIR_DATASET = "prepared"
 # --precision, in `amoeba search` and `amoeba train` alike: the Keras dtype policy of each

@@ -1,7 +1,7 @@
 """Proxy datasets in memory, and their tf.data pipelines with fixed batch shapes.
 
-The loaders of trainer/proxy.py's registry: `load_<name>(proxy)` returns an ArrayDataset of the
-training images and the validation images held out of the TRAINING split (a prepared dir's
+The loaders that trainer/proxy.py's registry (PROXY_DATASETS) names: `load_<name>(proxy)` returns
+an ArrayDataset of the training images and the validation images held out of the TRAINING split (a prepared dir's
 evaluation split is never read here). Images are decoded once per worker process and kept (one
 data set at a time), so a warm worker's next trial starts without decoding. This module must not
 build models or know about search.
@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from trainer import records
-from trainer.proxy import ProxyConfig, SplitPlan, check_data_dir, plan_split
+from trainer.proxy import PROXY_DATASETS, ProxyConfig, SplitPlan, check_data_dir, plan_split
 
 log = logging.getLogger(__name__)
 SPLIT_SEED = 0
@@ -105,7 +105,8 @@ def load_prepared(proxy: ProxyConfig) -> ArrayDataset:
     return ArrayDataset(x_train, y[train], x_val, y[val], num_classes=info.num_classes)
 
 
-LOADERS = {"digits": load_digits, "prepared": load_prepared}  # one per trainer/proxy.py registry entry
+# Each dataset's loader, read from trainer/proxy.py's PROXY_DATASETS (the one table; kept for old callers).
+LOADERS = {name: spec.load for name, spec in PROXY_DATASETS.items()}
 _CACHE: dict[tuple, ArrayDataset] = {}
 
 
@@ -114,7 +115,7 @@ def load_proxy_data(proxy: ProxyConfig) -> ArrayDataset:
     key = proxy.data_key()
     if key not in _CACHE:
         _CACHE.clear()
-        _CACHE[key] = LOADERS[proxy.dataset](proxy)
+        _CACHE[key] = proxy.spec.load(proxy)
     return _CACHE[key]
 
 

@@ -90,8 +90,7 @@ class ValueMutation:
 
 
 class NeighbourMutation:
-    """The choice takes a value next to its old one in its list, one step either way (uniformly
-    where both exist): a local step for ordered choices such as depths or learning rates."""
+    """A value next to the old one in the choice's list, either way: a step along an ordered choice."""
 
     def apply(self, space: "ChoiceSpace", parent: ChoiceGenotype, name: str,
               rng: random.Random) -> tuple[Any, str]:

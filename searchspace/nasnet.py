@@ -3,6 +3,7 @@
 A cell has two inputs, hidden states h0 (the previous cell's output) and h1 (the one before), and
 B pairwise blocks. Block i reads two hidden states from {h0 .. h(i+1)}, applies one op to each, and
 sums them into h(i+2). The cell's output concatenates the hidden states listed in `concat`.
+A mutation changes one element with one of the NASNET_MUTATIONS the space's `mutations` names.
 
 Pure Python value objects: this module must not import TensorFlow or Ray, and must not use a
 global random state (every random choice comes from the `random.Random` passed in).

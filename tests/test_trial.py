@@ -87,3 +87,25 @@ def test_a_failed_trial_still_names_every_objective_so_the_search_goes_on(monkey
     searcher.on_trial_complete("tune_trial_0", reported[-1])
     outcome = algorithm.outcomes[config["trial_id"]]
     assert outcome.status == "failed" and outcome.error.startswith("NaN loss")
+
+
+def test_a_rung_trial_reports_each_rung_with_the_objective_at_the_top_level(monkeypatch, tmp_path):
+    import json
+    import random
+
+    from evolution.tune_searcher import METRICS_KEY
+    from experiments import trial
+    from searchspace import NasNetSpace
+    from trainer.proxy import ProxyConfig
+
+    reported = []
+    monkeypatch.setattr(trial.tune, "report", reported.append)
+    monkeypatch.setattr(trial, "worker_facts", lambda t_start: {})
+    space = NasNetSpace(num_blocks=1)
+    config = {"trial_id": 4, "genotype": space.sample(random.Random(0)).to_json(), "rungs": [1, 2], "start_rung": 0,
+              "checkpoint_dir": str(tmp_path)}
+    trial.run_trial(config, ProxyConfig(filters=4, threads=1).to_dict(), space.to_config(), objectives=["val_loss"])
+    rungs = [json.loads(r[METRICS_KEY]) for r in reported]
+    assert [(m["rung"], m["epochs"], m["error"]) for m in rungs] == [(0, 1, ""), (1, 2, "")]
+    assert all(r["val_loss"] == m["val_loss"] and r["latency_ms"] == m["latency_ms"] for r, m in zip(reported, rungs))
+    assert all(m["load_seconds"] > 0 and m["import_seconds"] >= 0 for m in rungs)

@@ -8,23 +8,27 @@ its metrics, or an `error` naming why the candidate failed (a
 CandidateFailed reason, or any exception raised while training it, type and message). Only a worker
 that dies (a lost node, the OOM killer, a crash, the hang watchdog) leaves Tune an error, and Tune
 retries such a trial (`--max_failures`). The hang watchdog first writes "timeout" into the search's
-`FailureNotes`, so the retry reports that reason at once instead of hanging again.
+`FailureNotes`, so the retry reports that reason at once instead of hanging again. Each report
+carries the search's objectives and every cost measure the trial measured at the top level of its
+Tune result (`trial_report`), the rest as one JSON string.
 
 TensorFlow is imported here, inside the worker, never in the search driver.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
 import time
 import traceback
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import ray
 from ray import tune
 
+from evolution.objectives import MEASURES
 from evolution.tune_searcher import tune_result
 
 HANG_EXIT_CODE = 75
@@ -117,61 +121,88 @@ def watch_trial(notes: Any, trial_id: int, limit_s: float) -> threading.Event:
     return start_watchdog(limit_s, f"trial {trial_id}", on_hang=write_down)
 
 
-def run_trial(config: dict[str, Any], proxy: dict[str, Any], space: dict[str, Any], notes: Any = None) -> None:
-    """Train the candidate in `config` and report its metrics, or an `error` for a failed one."""
+def trial_report(metrics: dict[str, Any], objectives: Sequence[str] = ("val_accuracy",)) -> dict[str, Any]:
+    """What a trial reports to Tune: all its metrics as one JSON string (tune_result), and at the top
+    level every cost measure it measured (evolution/objectives.py's MEASURES) and each of the search's
+    `objectives`, NaN when it has none (a failed candidate): Tune's strict metric check ends the whole
+    search at a result without the searcher's metric (the first objective), and the searcher then
+    records the error."""
+    top = {name: metrics[name] for name in MEASURES
+           if isinstance(metrics.get(name), (int, float)) and not isinstance(metrics.get(name), bool)}
+    top.update({name: metrics.get(name, math.nan) for name in objectives})
+    return {**tune_result(metrics, objectives[0]), **top}
+
+
+def run_trial(config: dict[str, Any], proxy: dict[str, Any], space: dict[str, Any], notes: Any = None,
+              objectives: Sequence[str] = ("val_accuracy",)) -> None:
+    """Train the candidate in `config` and report its metrics, or an `error` for a failed one.
+    `objectives`: the search's objective first (the Tune searcher's metric), then any other goals."""
     global _trials_in_this_worker
     _trials_in_this_worker += 1
     t_start = time.perf_counter()
-    trial_id = config["trial_id"]
-    known = known_failure(notes, trial_id)
+    known = known_failure(notes, config["trial_id"])
     if known is not None:  # a retry of a trial whose worker the watchdog ended: no second hang
-        tune.report(tune_result({"val_accuracy": float("nan"), "error": known, **worker_facts(t_start)}))
+        tune.report(trial_report({"error": known, **worker_facts(t_start)}, objectives))
         return
     from searchspace import space_from_config
-    from trainer.candidate import CandidateFailed, train_candidate, use_gpu_memory_growth
+    from trainer.candidate import use_gpu_memory_growth
     from trainer.rung_state import RungPlan
-    from trainer.proxy import ProxyConfig
-    from trainer.proxy_data import load_proxy_data
 
     use_gpu_memory_growth()  # before anything touches the GPU: trials may share one
     import_seconds = time.perf_counter() - t_start
     genotype = space_from_config(space).genotype_from_json(config["genotype"])
-    proxy_config = ProxyConfig(**{**proxy, "seed": proxy["seed"] + trial_id})
-    metrics: dict[str, Any] = {"val_accuracy": float("nan")}
-    error = ""
-    t_load = time.perf_counter()
-    try:
-        load_proxy_data(proxy_config)  # a fresh worker decodes the images here, off the trial's clock
-    except Exception as err:  # noqa: BLE001 - e.g. a data dir gone since the search started
-        error = describe_error(err)
-    load_seconds = time.perf_counter() - t_load
-    timeout = proxy_config.timeout_s
-    done = None
+    proxy_config, load_seconds, error = _proxy_data(config, proxy)
+
+    def report(metrics: dict[str, Any], error: str = "") -> None:
+        tune.report(trial_report({**metrics, "load_seconds": load_seconds + metrics.get("load_seconds", 0.0),
+                                  "error": error, "import_seconds": import_seconds, **worker_facts(t_start)},
+                                 objectives))
+
     rungs = None
     if config.get("rungs"):
-        def report_rung(rung_metrics: dict[str, Any]) -> None:
-            tune.report(tune_result({**rung_metrics, "load_seconds": load_seconds + rung_metrics["load_seconds"],
-                                     "error": "",
-                                     "import_seconds": import_seconds, **worker_facts(t_start)}))
+        rungs = RungPlan(config["rungs"], report, config.get("start_rung", 0), config.get("checkpoint_dir"))
+    metrics: dict[str, Any] = {}
+    if not error:
+        metrics, error = _train_watched(genotype, config, proxy_config, space.get("name", "nasnet"), rungs, notes)
+        if rungs is not None and "rung" in metrics:
+            return  # every rung reported; the last one ended the trial (else: measured, untrained)
+    report(metrics, error)
 
-        rungs = RungPlan(config["rungs"], report_rung, config.get("start_rung", 0), config.get("checkpoint_dir"))
-    if timeout and not error:
-        done = watch_trial(notes, trial_id, hang_limit(timeout) * (len(rungs.epochs) if rungs else 1))
+
+def _proxy_data(config: dict[str, Any], proxy: dict[str, Any]) -> tuple[Any, float, str]:
+    """The trial's proxy task (its seed offset by the trial id), the seconds its data took to load
+    (a fresh worker decodes the images here, off the trial's clock), and the error that stopped it
+    loading ("" when none: e.g. a data dir gone since the search started)."""
+    from trainer.proxy import ProxyConfig
+    from trainer.proxy_data import load_proxy_data
+
+    proxy_config = ProxyConfig(**{**proxy, "seed": proxy["seed"] + config["trial_id"]})
+    t_load = time.perf_counter()
+    try:
+        load_proxy_data(proxy_config)
+    except Exception as err:  # noqa: BLE001 - the candidate fails with it, the search goes on
+        return proxy_config, time.perf_counter() - t_load, describe_error(err)
+    return proxy_config, time.perf_counter() - t_load, ""
+
+
+def _train_watched(genotype: Any, config: dict[str, Any], proxy: Any, space: str, rungs: Any, notes: Any
+                   ) -> tuple[dict[str, Any], str]:
+    """Train the candidate under the hang watchdog: (its metrics, "") or ({}, why it failed)."""
+    from trainer.candidate import CandidateFailed, train_candidate
+
+    done = None
+    if proxy.timeout_s:
+        done = watch_trial(notes, config["trial_id"], hang_limit(proxy.timeout_s) * (len(rungs.epochs) if rungs else 1))
     try:  # a warm worker outlives the trial: its watchdog must stand down however the trial ends
-        if not error:
-            metrics = train_candidate(genotype, proxy_config, rungs, state_dir=config.get("checkpoint_dir"),
-                                      max_latency_ms=(config.get("limits") or {}).get("latency_ms", 0.0))
-            if rungs is not None and "rung" in metrics:
-                return  # every rung reported; the last one ended the trial (else: measured, untrained)
+        return train_candidate(genotype, proxy, rungs, state_dir=config.get("checkpoint_dir"), space=space,
+                               max_latency_ms=(config.get("limits") or {}).get("latency_ms", 0.0)), ""
     except CandidateFailed as err:
-        error = str(err)
+        return {}, str(err)
     except Exception as err:  # noqa: BLE001 - any other error fails this candidate, not the search
-        error = describe_error(err)
+        return {}, describe_error(err)
     finally:
         if done is not None:
             done.set()
-    tune.report(tune_result({**metrics, "load_seconds": load_seconds + metrics.get("load_seconds", 0.0),
-                             "error": error, "import_seconds": import_seconds, **worker_facts(t_start)}))
 
 
 @ray.remote(num_cpus=0)
@@ -187,7 +218,8 @@ def measure_size(genotype_json: Any, proxy: dict[str, Any], space: dict[str, Any
     from trainer.proxy import ProxyConfig
 
     tf.config.set_visible_devices([], "GPU")  # a size is counted, not run: leave the GPUs to the trials
-    return candidate_size(space_from_config(space).genotype_from_json(genotype_json), ProxyConfig(**proxy))
+    return candidate_size(space_from_config(space).genotype_from_json(genotype_json), ProxyConfig(**proxy),
+                          space=space.get("name", "nasnet"))
 
 
 def size_measure(proxy: dict[str, Any], space: dict[str, Any]) -> Callable[[Any], dict[str, int]]:
@@ -222,5 +254,5 @@ def sleep_trial(config: dict[str, Any], seconds: float) -> None:
     for rung, epochs in enumerate(config.get("rungs") or [None]):  # a retried trial reports from rung 0
         time.sleep(seconds)
         at_rung = {} if epochs is None else {"rung": rung, "epochs": epochs}
-        tune.report(tune_result({"val_accuracy": score * (1 + rung) / (2 + rung), "error": "", **at_rung,
-                                 **worker_facts(t_start)}))
+        tune.report(trial_report({"val_accuracy": score * (1 + rung) / (2 + rung), "error": "", **at_rung,
+                                  **worker_facts(t_start)}))

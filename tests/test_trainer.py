@@ -181,3 +181,29 @@ def test_a_trial_stopped_between_rungs_goes_on_from_its_checkpoint(tmp_path):
     reported = []  # a rung finished before the driver heard of it is reported again, not retrained
     train_candidate(TINY, ProxyConfig(filters=4), RungPlan((1, 3), reported.append, 1, str(tmp_path)))
     assert reported == [{**again[0], "from_checkpoint": True}]
+
+
+def _dense_family():
+    """A model family of one's own for ChoiceSpace genotypes: a dense net `width` wide."""
+    from trainer.models import ModelFamily
+
+    def build(spec):
+        inputs = keras.Input(spec.input_shape)
+        hidden = keras.layers.Dense(spec.genotype["width"], activation="relu")(keras.layers.Flatten()(inputs))
+        return keras.Model(inputs, keras.layers.Dense(spec.num_classes, dtype="float32")(hidden))
+
+    return ModelFamily("a dense net of a chosen width (a test)", build=build, nasnet=False, space="choice")
+
+
+def test_a_candidate_is_built_by_the_model_family_of_its_space(monkeypatch):
+    from searchspace import ChoiceGenotype
+    from trainer import models
+
+    assert models.family_for_space("nasnet") == "genotype"
+    with pytest.raises(ValueError, match=r"space 'choice': no entry of MODEL_FAMILIES .*\['nasnet'\]"):
+        candidate_size(ChoiceGenotype({"width": 7}), ProxyConfig(), space="choice")
+    nasnet = build_nasnet(TINY, (8, 8, 1), 10, NasNetConfig(3, 8, "cifar"))
+    assert candidate_size(TINY, ProxyConfig())["params"] == sum(int(np.prod(w.shape)) for w in nasnet.trainable_weights)
+    monkeypatch.setitem(models.MODEL_FAMILIES, "dense", _dense_family())
+    size = candidate_size(ChoiceGenotype({"width": 7}), ProxyConfig(), space="choice")
+    assert size["params"] == (64 * 7 + 7) + (7 * 10 + 10)  # 8x8x1 digits in, 10 classes out

@@ -1,9 +1,11 @@
-"""Named image models for full training, in one table (MODEL_FAMILIES): ImageNet and CIFAR
-ResNets, the published cells, or any NASNet genotype.
+"""Named image models, in one table (MODEL_FAMILIES): ImageNet and CIFAR ResNets, the published
+cells, or any genotype of a search space whose networks a family builds (NASNet cells: "genotype").
 
-`build_model(spec)` takes RGB images of spec.image_size^2 and produces logits (or [logits,
-aux_logits] for NASNet models with an auxiliary head); `model_report` gives their size and cost.
-This module must not train or read data.
+`build_model(spec)` takes images of spec.image_size^2 (RGB unless `channels` says otherwise) and
+produces logits (or [logits, aux_logits] for NASNet models with an auxiliary head); `model_report`
+gives their size and cost. Full training (`amoeba train`, promote) names a family; a search's
+candidates are built by the family of their space (`family_for_space`). This module must not train
+or read data.
 """
 
 from __future__ import annotations
@@ -11,11 +13,10 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import keras
 
-from searchspace.nasnet import NasNetGenotype
 from searchspace.references import REFERENCES
 from trainer.flops import count_multiply_adds
 from trainer.nasnet import MIN_FILTERS, STEMS, NasNetConfig, build_nasnet
@@ -26,12 +27,15 @@ IMAGENET_STEM_MIN_SIZE = 128  # stem="auto" picks the ImageNet stem from this im
 
 @dataclass(frozen=True)
 class ModelFamily:
-    """One entry of the model table: what it is, how to build it from a ModelSpec, and whether the
-    NASNet options (cells, filters, stem, dropout, drop path, aux head) apply."""
+    """One entry of the model table: what it is, how to build it from a ModelSpec, whether the
+    NASNet options (cells, filters, stem, dropout, drop path, aux head) apply, and the search space
+    whose genotypes it builds (`space`, a searchspace name: ModelSpec.genotype is one of them; a
+    search of that space trains its candidates as this family's networks)."""
 
     description: str
     build: Callable[["ModelSpec"], keras.Model]
     nasnet: bool
+    space: str = ""
 
 
 def _resnet(depth: int) -> ModelFamily:
@@ -58,9 +62,22 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
     **{name: _reference(name) for name in sorted(REFERENCES)},
     "genotype": ModelFamily("NASNet network of a given genotype (a search's best_genotype.json)", nasnet=True,
                             build=lambda spec: build_nasnet(spec.genotype, spec.input_shape, spec.num_classes,
-                                                            spec.nasnet_config())),
+                                                            spec.nasnet_config()),
+                            space="nasnet"),
 }
 MODEL_NAMES = tuple(MODEL_FAMILIES)
+
+
+def family_for_space(space: str) -> str:
+    """The name of the MODEL_FAMILIES entry that builds genotypes of the search space `space`;
+    ValueError naming the spaces that have one."""
+    for name, family in MODEL_FAMILIES.items():
+        if family.space == space:
+            return name
+    known = sorted(f.space for f in MODEL_FAMILIES.values() if f.space)
+    raise ValueError(f"space {space!r}: no entry of MODEL_FAMILIES (trainer/models.py) builds its genotypes "
+                     f"(spaces with one: {known}); add one, or train them with a function of your own "
+                     "(experiments.api.search)")
 
 
 @dataclass(frozen=True)
@@ -78,24 +95,27 @@ class ModelSpec:
     name: str  # a MODEL_FAMILIES name: "genotype" (build `genotype`), amoebanet_a/d, nasnet_a, resnet20..., resnet50...
     num_classes: int
     image_size: int  # height = width in pixels
+    channels: int = 3  # of the input images (1: grey, as the digits proxy's)
     num_cells: int = 2  # NASNet N: normal cells per stack (3 stacks, a reduction cell between them)
     filters: int = 256  # NASNet F: filters of the first stack, doubled at each reduction (256: AmoebaNet-D on ImageNet)
     stem: str = "auto"  # "cifar" (one 3x3 conv), "imagenet" (a stride-2 conv and two reduction cells), or auto by size
     dropout: float = 0.0  # before the classifier
     drop_path_keep_prob: float = 1.0  # ScheduledDropPath's keep probability at the end of training (1: off)
     aux_head: bool = False  # an auxiliary classifier after the second stack (a second output, training only)
-    genotype: NasNetGenotype | None = None  # the cells, exactly when name is "genotype"
+    fused_batch_norm: bool = False  # NASNet: one fused op per batch norm (float32 only; the search proxy's)
+    genotype: Any = None  # exactly for a family that builds a space's genotypes: "genotype" (NASNet cells)
 
     def __post_init__(self) -> None:
-        if self.name not in MODEL_NAMES:
-            raise ValueError(f"model name: unknown {self.name!r}; known: {list(MODEL_NAMES)}")
-        if self.num_classes < 1 or self.image_size < 1:
-            raise ValueError(f"num_classes and image_size must be positive, got {self.num_classes}, "
-                             f"{self.image_size}")
+        if self.name not in MODEL_FAMILIES:
+            raise ValueError(f"model name: unknown {self.name!r}; known: {list(MODEL_FAMILIES)}")
+        if self.num_classes < 1 or self.image_size < 1 or self.channels < 1:
+            raise ValueError(f"num_classes, image_size and channels must be positive, got {self.num_classes}, "
+                             f"{self.image_size}, {self.channels}")
         if self.stem != "auto" and self.stem not in STEMS:
             raise ValueError(f"stem: unknown {self.stem!r}; known: {['auto', *STEMS]}")
-        if (self.name == "genotype") != (self.genotype is not None):
-            raise ValueError("a genotype is given exactly when name is 'genotype'")
+        if bool(self.family.space) != (self.genotype is not None):
+            builds = sorted(name for name, family in MODEL_FAMILIES.items() if family.space)
+            raise ValueError(f"a genotype is given exactly when the model builds one ({builds}), not for {self.name!r}")
         if not self.family.nasnet and (self.aux_head or self.dropout or self.drop_path_keep_prob < 1.0):
             raise ValueError(f"{self.name}: aux_head, dropout and drop path are NASNet options")
 
@@ -105,7 +125,7 @@ class ModelSpec:
 
     @property
     def input_shape(self) -> tuple[int, int, int]:
-        return (self.image_size, self.image_size, 3)
+        return (self.image_size, self.image_size, self.channels)
 
     @property
     def resolved_stem(self) -> str:
@@ -117,6 +137,7 @@ class ModelSpec:
         return NasNetConfig(
             num_cells=3 * self.num_cells, filters=self.filters, stem=self.resolved_stem,
             dropout=self.dropout, drop_path_keep_prob=self.drop_path_keep_prob, aux_head=self.aux_head,
+            fused_batch_norm=self.fused_batch_norm,
         )
 
 

@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 import tensorflow as tf
 
 from trainer import storage
-from trainer.train_config import AUGMENTATIONS
+from trainer.augmentations import AUGMENTATIONS
 
 METADATA_FILE = "metadata.json"
 LABELS_FILE = "labels.txt"

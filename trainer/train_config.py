@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from searchspace import NasNetGenotype
+from trainer.augmentations import AUGMENTATIONS
 from trainer.proxy import PRECISIONS
 
 if TYPE_CHECKING:
@@ -19,7 +20,6 @@ if TYPE_CHECKING:
 
 EVAL_HISTORY = "eval_history.jsonl"  # a model_dir's evaluations, one JSON line each (trainer/train.py)
 PROGRESS = "progress.json"  # a model_dir's latest training step, for watchers
-AUGMENTATIONS = ("inception", "cifar")  # trainer/records.py's train_dataset implements each
 SCHEDULES = ("exponential", "piecewise", "cosine", "constant")  # trainer/schedules.py implements each
 OPTIMIZERS = ("rmsprop", "momentum", "sgd")
 

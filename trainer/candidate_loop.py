@@ -1,0 +1,276 @@
+"""A candidate's training on one device: a plain tf.function step instead of `model.fit`, with
+the cheapest first step measured (benchmarks/first_step.py; tables in benchmarks/README.md), then
+evaluation and the metrics a trial reports, rung by rung.
+
+Costs measured here: latency at batch 1 (before training; a candidate over `max_latency_ms` is
+reported with its figures, untrained), latency at the evaluation batch (median over the full
+validation batches, the accuracy and loss ops included) and the steady-state training step time
+(median, each call's first step excluded). With `proxy.train_seconds` a candidate trains for that
+long by its own step time: the step count is fixed from the median of its first
+`CALIBRATION_STEPS` steps after the first, recorded in the metrics and, with a `state_dir`, in a
+file there that a re-issued trial trains to again; the learning rate holds at its peak through
+those steps and then follows a cosine over the rest, so both train alike.
+
+With rungs, each rung's extra epochs run their own cosine from the peak learning rate (a warm
+restart); at each rung the loop evaluates, checkpoints (trainer/rung_state.py) and hands the
+metrics to `rungs.report`, which returns when the trial may go on. A trial resumed from its
+checkpoint re-reports the rungs it finished without training them again. Candidate failures (NaN
+loss, out of memory, timeout) raise `CandidateFailed`. This module must not import Ray.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from typing import Any, Callable
+
+import keras
+import tensorflow as tf
+
+from trainer.candidate_network import batch1_latency_ms, inference_function, median_ms, proxy_network
+from trainer.fused_optimizer import DynamicLossScale, MomentumSGD, RestartingCosine
+from trainer.proxy import ProxyConfig
+from trainer.proxy_data import eval_pipeline, train_pipeline
+from trainer.rung_state import RungPlan, restore_rung, save_rung
+from trainer.worker_setup import GRAPPLER_OFF, graph_options
+
+EVAL_BATCH = 512  # validation images per evaluation call, at most
+CALIBRATION_STEPS = 5  # steady steps whose median fixes a --train_seconds candidate's step count
+STEPS_FILE = "train_steps.json"  # in a trial's state dir: the step count it calibrated
+ALL_EPOCHS = 1 << 30  # a --train_seconds candidate's epochs: it stops at its step count
+
+
+class CandidateFailed(Exception):
+    """The candidate could not be evaluated: the search records the reason and goes on."""
+
+
+def fixed_steps(state_dir: str | None) -> tuple[int | None, float | None]:
+    """The step count (and step time) a --train_seconds trial calibrated before: a re-issued trial
+    trains to it."""
+    path = state_dir and os.path.join(state_dir, STEPS_FILE)
+    if path and os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            recorded = json.load(f)
+        return int(recorded["train_steps"]), recorded.get("calibration_step_ms")
+    return None, None
+
+
+def record_steps(state_dir: str | None, steps: int, step_ms: float) -> None:
+    """Write the calibrated step count to the trial's state dir (atomically), if it has one."""
+    if state_dir:
+        os.makedirs(state_dir, exist_ok=True)
+        temp = os.path.join(state_dir, STEPS_FILE + ".tmp")
+        with open(temp, "w", encoding="utf-8") as f:
+            json.dump({"train_steps": steps, "calibration_step_ms": step_ms}, f)
+        os.replace(temp, os.path.join(state_dir, STEPS_FILE))
+
+
+def train_step_function(model: keras.Model, optimizer: MomentumSGD, precision: str) -> Callable:
+    """One traced training step (loss scaling under mixed_float16); it returns the batch's loss."""
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    loss_scale = DynamicLossScale() if precision == "mixed_float16" else None
+
+    @tf.function(autograph=False)
+    def train_step(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, tf.cast(model(x, training=True), tf.float32))
+            scaled = loss * loss_scale.scale if loss_scale else loss
+        grads = tape.gradient(scaled, model.trainable_variables)
+        if loss_scale:
+            loss_scale.apply(grads, optimizer.apply)
+        else:
+            optimizer.apply(grads)
+        return loss
+
+    return train_step
+
+
+def eval_step_function(infer: Callable[[tf.Tensor], tf.Tensor]) -> Callable:
+    """(correct, summed loss) of a weighted evaluation batch, through the shared inference trace."""
+    def eval_step(x: tf.Tensor, y: tf.Tensor, w: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        logits = tf.cast(infer(x), tf.float32)
+        correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), y), tf.float32)
+        losses = keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
+        return tf.reduce_sum(correct * w), tf.reduce_sum(losses * w)
+
+    return eval_step
+
+
+class ProxyTraining:
+    """The training state of one candidate in one call: its step, schedule, optimizer, the epochs
+    each rung ends at (`ends`; one entry without rungs), and the step timings so far."""
+
+    def __init__(self, model: keras.Model, infer: Callable, data: Any, proxy: ProxyConfig,
+                 rungs: RungPlan | None, state_dir: str | None) -> None:
+        self.data, self.proxy, self.state_dir = data, proxy, state_dir
+        self.timed = proxy.train_seconds > 0 and rungs is None
+        self.total_steps, self.calibration_ms = fixed_steps(state_dir) if self.timed else (None, None)
+        self.ends = list(rungs.epochs) if rungs else [ALL_EPOCHS if self.timed else proxy.epochs]
+        self.steps_per_epoch = len(data.x_train) // proxy.batch_size
+        self.schedule = RestartingCosine(proxy.learning_rate, self._schedule_steps(self.ends[0]),
+                                         hold=CALIBRATION_STEPS + 1 if self.timed else 0)
+        self.optimizer = MomentumSGD(model.trainable_variables, self.schedule, proxy.momentum)  # before the trace
+        self.train_step = train_step_function(model, self.optimizer, proxy.precision)
+        self.eval_step = eval_step_function(infer)
+        self.eval_batch = min(EVAL_BATCH, len(data.x_val))
+        self.first_step_seconds = 0.0  # this call's first step: its trace
+        self.step_seconds: list[float] = []  # steady steps (the first, traced one excluded)
+
+    def _schedule_steps(self, epochs: int) -> int:
+        return self.total_steps or self.steps_per_epoch * min(epochs, 1 << 20)
+
+    def _steps_done(self, rung_steps: int) -> bool:
+        return self.timed and self.total_steps is not None and rung_steps >= self.total_steps
+
+    def train_rung(self, rung: int, done_epochs: int) -> tuple[int, float, float]:
+        """Train from `done_epochs` to the rung's end: (steps, last epoch's mean loss, seconds). The
+        time limit starts after the data is in memory, and again at each rung."""
+        self.schedule.steps.assign(float(self._schedule_steps(self.ends[rung] - done_epochs)))
+        self.optimizer.iterations.assign(0)
+        t_train = time.perf_counter()
+        deadline = t_train + self.proxy.timeout_s if self.proxy.timeout_s else math.inf
+        train_ds = train_pipeline(self.data.x_train, self.data.y_train, self.proxy.batch_size,
+                                  self.proxy.seed + done_epochs, self.proxy.spec.augment)
+        rung_steps, train_loss = 0, math.nan
+        for epoch in range(done_epochs, self.ends[rung]):
+            train_loss, rung_steps = self._train_epoch(train_ds, epoch, rung_steps, deadline)
+            if self._steps_done(rung_steps):
+                self.ends[rung] = epoch + 1
+                break
+        return rung_steps, train_loss, time.perf_counter() - t_train
+
+    def _train_epoch(self, train_ds: tf.data.Dataset, epoch: int, rung_steps: int, deadline: float
+                     ) -> tuple[float, int]:
+        """One epoch (or up to a --train_seconds step count): (its mean loss, the rung's steps)."""
+        loss_sum, epoch_steps = tf.zeros(()), 0
+        for x, y in train_ds:
+            t_step = time.perf_counter()
+            loss_sum += self.train_step(x, y)
+            if not self.first_step_seconds:  # this process's first step of the model: its trace
+                self.first_step_seconds = time.perf_counter() - t_step
+            else:
+                self.step_seconds.append(time.perf_counter() - t_step)
+            rung_steps, epoch_steps = rung_steps + 1, epoch_steps + 1
+            if time.perf_counter() > deadline:
+                raise CandidateFailed(f"timeout: over {self.proxy.timeout_s:g} s in epoch {epoch}")
+            if self.timed and self.total_steps is None and len(self.step_seconds) == CALIBRATION_STEPS:
+                self._calibrate(rung_steps)
+            if self._steps_done(rung_steps):
+                break
+        train_loss = float(loss_sum) / max(epoch_steps, 1)
+        if not math.isfinite(train_loss):
+            raise CandidateFailed(f"NaN loss: mean training loss {train_loss} in epoch {epoch}")
+        return train_loss, rung_steps
+
+    def _calibrate(self, rung_steps: int) -> None:
+        """Fix a --train_seconds candidate's step count from its steady steps so far."""
+        self.calibration_ms = median_ms(self.step_seconds)
+        self.total_steps = max(rung_steps + 1, round(1000 * self.proxy.train_seconds / self.calibration_ms))
+        # the hold covers the calibration: a trial that reads this count trains alike
+        self.schedule.steps.assign(float(self.total_steps))
+        record_steps(self.state_dir, self.total_steps, self.calibration_ms)
+
+    def evaluate(self) -> dict[str, float | None]:
+        """Accuracy and mean loss on the validation images, the latency at the evaluation batch
+        (median over the full batches) and the time it all took."""
+        t_eval = time.perf_counter()
+        correct = loss = 0.0
+        batch_seconds = []  # of full batches
+        for x, y, w in eval_pipeline(self.data.x_val, self.data.y_val, self.eval_batch):
+            t_batch = time.perf_counter()
+            c, l = self.eval_step(x, y, w)
+            correct, loss = correct + float(c), loss + float(l)
+            if x.shape[0] == self.eval_batch:
+                batch_seconds.append(time.perf_counter() - t_batch)
+        n_val = len(self.data.x_val)
+        return {"val_accuracy": correct / n_val, "val_loss": loss / n_val,
+                "latency_ms_batch": median_ms(batch_seconds), "eval_seconds": time.perf_counter() - t_eval}
+
+    def rung_metrics(self, traced_here: bool, rung_steps: int, train_loss: float, train_seconds: float,
+                     evaluation: dict[str, Any], before: dict[str, Any]) -> dict[str, float]:
+        """What the trial reports after a rung (or its one training): `before` holds the size, the
+        batch-1 latency and the load and setup times; `traced_here`: this rung took the first step."""
+        first = self.first_step_seconds if traced_here else 0.0
+        steady_images = (rung_steps - (1 if traced_here else 0)) * self.proxy.batch_size
+        metrics = {
+            "val_accuracy": evaluation["val_accuracy"],
+            "validation_images": len(self.data.x_val),
+            "train_images": len(self.data.x_train),
+            "val_loss": evaluation["val_loss"],
+            "train_loss": train_loss,
+            **before,
+            "first_step_seconds": self.first_step_seconds,
+            "train_seconds": train_seconds,
+            "eval_seconds": evaluation["eval_seconds"],
+            "images_per_sec": steady_images / max(train_seconds - first, 1e-9),
+            "step_ms": median_ms(self.step_seconds),
+            "latency_ms_batch": evaluation["latency_ms_batch"],
+            "eval_batch": self.eval_batch,
+        }
+        if self.timed:
+            metrics.update(train_steps=rung_steps, calibration_step_ms=self.calibration_ms,
+                           epochs=rung_steps / self.steps_per_epoch)
+        return {k: v for k, v in metrics.items() if v is not None}
+
+
+def train_through_rungs(run: ProxyTraining, rungs: RungPlan | None, checkpoint: tf.train.Checkpoint | None,
+                        before: dict[str, Any]) -> dict[str, float]:
+    """Train rung by rung (one stretch without rungs): with rungs, from the last checkpoint, each
+    rung checkpointed and reported. Returns the last rung's metrics."""
+    done_epochs, first_rung, reported = 0, 0, []
+    if checkpoint is not None and rungs.start_rung:
+        done_epochs, reported = restore_rung(checkpoint, rungs.checkpoint_dir)
+        first_rung = len(reported)
+        for metrics in reported[rungs.start_rung:]:  # finished, but the driver ended before it heard
+            rungs.report({**metrics, "from_checkpoint": True})  # reported again, not trained again
+    restored_epochs = done_epochs  # from a checkpoint: not trained again
+    metrics: dict[str, float] = reported[-1] if reported else {}
+    for rung in range(first_rung, len(run.ends)):
+        epochs = run.ends[rung] - done_epochs
+        rung_steps, train_loss, train_seconds = run.train_rung(rung, done_epochs)
+        metrics = run.rung_metrics(rung == first_rung, rung_steps, train_loss, train_seconds, run.evaluate(),
+                                   before)
+        done_epochs = run.ends[rung]
+        if rungs is not None:
+            metrics.update(rung=rung, epochs=done_epochs, seconds_per_epoch=train_seconds / epochs,
+                           restored_epochs=restored_epochs)
+            if checkpoint is not None:
+                save_rung(checkpoint, rungs.checkpoint_dir, rung, done_epochs, reported + [metrics])
+            reported.append(metrics)
+            rungs.report(metrics)  # returns when the trial goes on
+    return metrics
+
+
+def batch1_latency(infer: Callable, data: Any) -> dict[str, float]:
+    """latency_ms on the first validation image, and the seconds it took (the inference trace,
+    which evaluation reuses, and the calls)."""
+    first_image = next(iter(eval_pipeline(data.x_val[:1], data.y_val[:1], 1)))[0]
+    t_latency = time.perf_counter()
+    latency_ms = batch1_latency_ms(infer, first_image)
+    return {"latency_ms": latency_ms, "latency_seconds": time.perf_counter() - t_latency}
+
+
+def train_on_one_device(genotype: Any, proxy: ProxyConfig, data: Any, t_start: float, load_seconds: float,
+                        rungs: RungPlan | None = None, max_latency_ms: float = 0.0, state_dir: str | None = None,
+                        space: str = "nasnet") -> dict[str, float]:
+    """Build the candidate, measure it, train and evaluate it (rung by rung with `rungs`); over
+    `max_latency_ms` at batch 1 its size and latency only, untrained."""
+    # Keras's own batch norm in 16-bit compute: the fused layer is written for float32
+    model, size = proxy_network(genotype, proxy, data.input_shape, data.num_classes,
+                                fused_batch_norm=proxy.precision == "float32", space=space)
+    infer = inference_function(model, data.input_shape)
+    size.update(batch1_latency(infer, data))
+    if max_latency_ms and size["latency_ms"] > max_latency_ms:
+        return {"val_accuracy": math.nan, **size, "load_seconds": load_seconds,
+                "setup_seconds": time.perf_counter() - t_start}
+    run = ProxyTraining(model, infer, data, proxy, rungs, state_dir)
+    checkpoint = tf.train.Checkpoint(weights=[w.value for w in model.weights],
+                                     momentum=run.optimizer.accumulators) if rungs and rungs.checkpoint_dir else None
+    before = {**size, "load_seconds": load_seconds, "setup_seconds": time.perf_counter() - t_start}
+    try:
+        with graph_options(GRAPPLER_OFF):
+            return train_through_rungs(run, rungs, checkpoint, before)
+    except tf.errors.ResourceExhaustedError as err:
+        raise CandidateFailed(f"out of memory: {err.message.splitlines()[0]}") from None

@@ -1,0 +1,73 @@
+"""A search candidate's proxy network and the costs measured on it before training: its size
+(trainable parameters, multiply-adds) and its inference latency at batch 1.
+
+The network comes from the model-family table (trainer/models.py) by the candidate's search space:
+NASNet cells ("nasnet") build a NASNet network of N cells per stack and F filters with the CIFAR
+stem. Evaluation and the batch-1 latency share one traced inference function (any batch size, one
+trace). This module must not train or read data.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any, Callable
+
+import keras
+import tensorflow as tf
+
+from trainer.models import ModelSpec, build_model, family_for_space, model_report
+from trainer.proxy import ProxyConfig, proxy_shape
+from trainer.worker_setup import GRAPPLER_OFF, graph_options, reset_keras
+
+LATENCY_REPEATS = 10  # timed batch-1 calls (after one warm-up) whose median is latency_ms
+
+
+def proxy_network(genotype: Any, proxy: ProxyConfig, input_shape: tuple[int, ...], num_classes: int,
+                  fused_batch_norm: bool, space: str = "nasnet") -> tuple[keras.Model, dict[str, int]]:
+    """The candidate's proxy network, built by the model family of its `space` (N cells per stack,
+    F filters, CIFAR stem, for NASNet cells), and its size (trainable params, multiply_adds per
+    image)."""
+    height, width, channels = input_shape
+    if height != width:
+        raise ValueError(f"proxy images must be square, got {height}x{width}")
+    spec = ModelSpec(family_for_space(space), num_classes=num_classes, image_size=height, channels=channels,
+                     num_cells=proxy.num_cells, filters=proxy.filters, stem="cifar",
+                     fused_batch_norm=fused_batch_norm, genotype=genotype)
+    model = build_model(spec)
+    return model, model_report(model)
+
+
+def candidate_size(genotype: Any, proxy: ProxyConfig, space: str = "nasnet") -> dict[str, int]:
+    """The proxy network's trainable parameters and multiply-adds, built without reading its data
+    (a search's size limits judge a child by this before it is trained)."""
+    reset_keras()
+    try:
+        return proxy_network(genotype, proxy, *proxy_shape(proxy), fused_batch_norm=True, space=space)[1]
+    finally:
+        reset_keras()
+
+
+def median_ms(seconds: list[float]) -> float | None:
+    """The median of `seconds` in milliseconds; None for none."""
+    return 1000.0 * statistics.median(seconds) if seconds else None
+
+
+def inference_function(model: keras.Model, input_shape: tuple[int, ...]) -> Callable[[tf.Tensor], tf.Tensor]:
+    """The model's inference pass traced once for any batch size: batch-1 latency and evaluation
+    share the trace (an eager call costs 20x the graph's at batch 1 on CPU: Python per op)."""
+    with graph_options(GRAPPLER_OFF):
+        return tf.function(lambda x: model(x, training=False), autograph=False,
+                           input_signature=[tf.TensorSpec([None, *input_shape], tf.float32)])
+
+
+def batch1_latency_ms(infer: Callable[[tf.Tensor], tf.Tensor], image: tf.Tensor) -> float:
+    """Median of LATENCY_REPEATS inference calls at batch 1, after one warm-up (the trace)."""
+    with graph_options(GRAPPLER_OFF):
+        infer(image).numpy()
+        times = []
+        for _ in range(LATENCY_REPEATS):
+            t = time.perf_counter()
+            infer(image).numpy()
+            times.append(time.perf_counter() - t)
+    return median_ms(times)

@@ -1,0 +1,154 @@
+"""The inputs of `amoeba prepare`: CSVs of `path,label` rows and an optional labels.txt, read into
+rows and bad rows (file:line: path: reason), and the bad rows written back as a CSV.
+
+Relative paths are read under the CSV's folder; blank lines and a header row are skipped. This
+module must not read images, write records or build models.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import tensorflow as tf
+
+MAX_LISTED = 20  # bad rows (or missing classes) shown in a message, at most
+BAD_ROWS_FILE = "bad_rows.csv"
+HEADER_PATHS = {"path", "file", "filename", "file_name", "filepath", "file_path", "image", "image_path",
+                "img", "uri", "url", "gcs_path"}
+HEADER_LABELS = {"label", "labels", "class", "class_name", "category", "label_name", "target"}
+
+
+@dataclass(frozen=True)
+class Row:
+    csv_path: str
+    line: int
+    path: str  # as written in the CSV
+    source: str  # where it is read from (relative paths joined to the CSV's folder)
+    label: str
+
+
+@dataclass(frozen=True)
+class BadRow:
+    csv_path: str
+    line: int
+    path: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.csv_path}:{self.line}: {self.path}: {self.reason}"
+
+
+def list_bad_rows(bad_rows: Sequence[BadRow]) -> str:
+    """The first MAX_LISTED bad rows, one per indented line, and how many more there are."""
+    lines = [f"  {bad}" for bad in bad_rows[:MAX_LISTED]]
+    if len(bad_rows) > MAX_LISTED:
+        lines.append(f"  ... and {len(bad_rows) - MAX_LISTED} more")
+    return "\n".join(lines)
+
+
+class BadInputError(ValueError):
+    """Bad rows, listed (the first MAX_LISTED) in the message; all of them in `bad_rows`."""
+
+    def __init__(self, bad_rows: Sequence[BadRow]) -> None:
+        self.bad_rows = tuple(bad_rows)
+        super().__init__(
+            f"{len(self.bad_rows)} bad row(s); no shard was written (--skip_bad_rows leaves them out "
+            f"and lists them in {BAD_ROWS_FILE}):\n{list_bad_rows(self.bad_rows)}")
+
+
+
+def _read_input_text(path: str, what: str) -> str:
+    try:
+        with tf.io.gfile.GFile(path, "rb") as f:
+            data = f.read()
+    except tf.errors.NotFoundError:
+        raise ValueError(f"{what} {path}: file not found") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{what} {path}: not UTF-8 text ({err})") from None
+
+
+def resolve(csv_path: str, path: str) -> str:
+    """A CSV row's path as read: URLs and absolute paths as given, others under the CSV's folder."""
+    if "://" in path or os.path.isabs(path):
+        return path
+    if "://" in csv_path:
+        return f"{csv_path.rsplit('/', 1)[0]}/{path}"
+    return os.path.join(os.path.dirname(csv_path), path)
+
+
+def _is_header(fields: list[str]) -> bool:
+    return len(fields) == 2 and fields[0].lower() in HEADER_PATHS and fields[1].lower() in HEADER_LABELS
+
+
+def read_csv(csv_path: str) -> tuple[list[Row], list[BadRow]]:
+    """Rows and malformed rows of a `path,label` CSV; blank lines and a header row are skipped.
+    ValueError when the file is missing, unreadable or has no rows."""
+    text = _read_input_text(csv_path, "CSV")
+    rows, bad = [], []
+    first = True
+    for line_number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        fields = [f.strip() for f in next(csv.reader([line]), [])]
+        if first and _is_header(fields):
+            first = False
+            continue
+        first = False
+        shown = line.strip() if len(line.strip()) <= 80 else line.strip()[:77] + "..."
+        if len(fields) != 2:
+            bad.append(BadRow(csv_path, line_number, shown,
+                              f"malformed line: expected 2 fields (path,label), got {len(fields)}"))
+        elif not fields[0]:
+            bad.append(BadRow(csv_path, line_number, shown, "malformed line: empty path"))
+        elif not fields[1]:
+            bad.append(BadRow(csv_path, line_number, fields[0], "malformed line: empty label"))
+        else:
+            rows.append(Row(csv_path, line_number, fields[0], resolve(csv_path, fields[0]), fields[1]))
+    if not rows and not bad:
+        raise ValueError(f"CSV {csv_path}: no rows (expected lines `path,label`)")
+    return rows, bad
+
+
+def read_labels(path: str) -> list[str]:
+    """labels.txt: one label per line, line order = class id; blank lines are ignored."""
+    labels, seen = [], {}
+    for line_number, line in enumerate(_read_input_text(path, "labels file").splitlines(), start=1):
+        label = line.strip()
+        if not label:
+            continue
+        if "," in label:
+            raise ValueError(f"{path}:{line_number}: label {label!r} contains a comma")
+        if label in seen:
+            raise ValueError(f"{path}:{line_number}: label {label!r} repeats line {seen[label]}")
+        seen[label] = line_number
+        labels.append(label)
+    if not labels:
+        raise ValueError(f"labels file {path}: no labels")
+    return labels
+
+
+def missing_classes(labels: Sequence[str], train_rows: Iterable[Row], labels_source: str) -> str | None:
+    present = {row.label for row in train_rows}
+    missing = [f"{label!r} (id {i})" for i, label in enumerate(labels) if label not in present]
+    if not missing:
+        return None
+    shown = ", ".join(missing[:MAX_LISTED])
+    if len(missing) > MAX_LISTED:
+        shown += f", ... {len(missing) - MAX_LISTED} more"
+    return f"{labels_source}: {len(missing)} class(es) with no training image: {shown}"
+
+
+def bad_rows_csv(bad_rows: Sequence[BadRow]) -> str:
+    """The bad rows as CSV text (csv, line, path, reason), for bad_rows.csv."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["csv", "line", "path", "reason"])
+    for bad in bad_rows:
+        writer.writerow([bad.csv_path, bad.line, bad.path, bad.reason])
+    return out.getvalue()

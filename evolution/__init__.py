@@ -10,15 +10,17 @@ from evolution.algorithms import (
     SearchAlgorithm,
     Trial,
     make_algorithm,
-    resume,
 )
+from evolution.replay import resume
 from evolution.journal import JournalError, JournalLock, JournalLocked
 from evolution.objectives import MEASURES, Goal, Limits, MnasReward, parse_goals
-from evolution.rungs import CONTINUE, STOP, Rungs
+from evolution.rungs import CONTINUE, PAUSE, RUNG_RULES, STOP, Rungs
 
 __all__ = [
     "ALGORITHMS",
     "CONTINUE",
+    "PAUSE",
+    "RUNG_RULES",
     "Goal",
     "Limits",
     "MEASURES",

@@ -80,6 +80,7 @@ class Promotions:
     a search)."""
 
     name = "stopping"
+    pauses = False  # whether `decide` may answer PAUSE (the driver must then continue trials)
 
     def __init__(self, rungs: Rungs) -> None:
         self.rungs = rungs
@@ -135,6 +136,7 @@ class PausingPromotions(Promotions):
     when that result is in the rung's share and the next rung's cost fits; `promote` charges it."""
 
     name = "promotion"
+    pauses = True
 
     def __init__(self, rungs: Rungs) -> None:
         super().__init__(rungs)

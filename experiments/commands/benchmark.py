@@ -19,7 +19,11 @@ import json
 
 from absl import app, flags
 
+from evolution.params import EvolutionParams, help_of
+from evolution.rungs import RUNG_RULES
 from experiments.commands import whole_numbers
+
+_PARAMS = EvolutionParams()  # the algorithms' own defaults and help: declared once, in evolution/params.py
 
 FLAGS = flags.FlagValues()
 F = {"flag_values": FLAGS}
@@ -33,8 +37,8 @@ flags.DEFINE_list("algorithms", ["regularized_evolution", "random"], "Algorithms
 flags.DEFINE_integer("budget", 150, "Evaluations per run.", **F)
 flags.DEFINE_integer("runs", 100, "Runs per algorithm (seeds seed..seed+runs-1).", **F)
 flags.DEFINE_integer("seed", 0, "First seed.", **F)
-flags.DEFINE_integer("population_size", 20, "P of regularized evolution.", **F)
-flags.DEFINE_integer("sample_size", 5, "S of regularized evolution.", **F)
+for _name in ("population_size", "sample_size"):
+    flags.DEFINE_integer(_name, getattr(_PARAMS, _name), help_of(EvolutionParams)[_name], **F)
 flags.DEFINE_float("budget_s", 0, "Simulated wall-clock budget in seconds (0: count evaluations, --budget).", **F)
 flags.DEFINE_string("cost_column", None, "Column of seconds per training epoch: what an evaluation costs "
                     "(with --budget_s; without it an epoch costs 1).", **F)
@@ -44,6 +48,9 @@ flags.DEFINE_list("fidelities", [], "EPOCHS:COLUMN pairs, the search metric at e
 flags.DEFINE_list("rungs", [], "Epochs at which trials report and ASHA decides (a subset of the "
                   "fidelities' epochs, e.g. 12,200); default: every evaluation at the first fidelity.", **F)
 flags.DEFINE_float("reduction_factor", 3.0, "ASHA's eta: the top 1/eta at a rung goes on.", **F)
+flags.DEFINE_enum("rung_rule", "stopping", sorted(RUNG_RULES), "With --rungs: the rule that decides at each rung "
+                  "(evolution/rungs.py): stopping (go on or stop when a trial reports) or promotion (a trial "
+                  "pauses at its rung; the best paused one goes on when the rung's share allows).", **F)
 flags.DEFINE_integer("epochs", 12, "Epochs one evaluation costs without --fidelities.", **F)
 flags.DEFINE_bool("dedup", False, "Do not charge an architecture already evaluated to the budget.", **F)
 flags.DEFINE_list("objectives", [], "COLUMN:max|min goals (e.g. val_acc_12ep:max,latency_ms_pixel3:min): "
@@ -84,12 +91,12 @@ def main(args: list[str]) -> None:
         return time_benchmark(plot_best_so_far)
     from experiments.tabular import load_table, run_benchmark
 
-    for name in ("fidelities", "rungs", "cost_column"):
-        if FLAGS[name].value:
+    for name in ("fidelities", "rungs", "cost_column", "rung_rule"):
+        if FLAGS[name].value and FLAGS[name].present:
             raise app.UsageError(f"--{name} needs --budget_s (a simulated time budget)")
     from experiments.fronts import percentile_limits
 
-    params = {"population_size": FLAGS.population_size, "sample_size": FLAGS.sample_size}
+    params = algorithm_params()
     try:
         costs = table_costs()
         table = load_table(FLAGS.table, FLAGS.space, FLAGS.arch_column, FLAGS.search_metric,
@@ -130,6 +137,11 @@ def main(args: list[str]) -> None:
         print(f"plot: {FLAGS.plot}")
 
 
+def algorithm_params() -> dict:
+    """The algorithms' own parameters the flags give (those of evolution/params.py)."""
+    return {name: FLAGS[name].value for name in ("population_size", "sample_size")}
+
+
 def table_costs():
     """The cost settings the flags give (experiments/tabular.py TableCosts)."""
     from evolution.objectives import MnasReward, parse_goals
@@ -146,11 +158,13 @@ def time_benchmark(plot) -> None:
     from experiments.simulator import Fidelities, parse_fidelities, run_time_benchmark
     from experiments.tabular import load_table
 
-    params = {"population_size": FLAGS.population_size, "sample_size": FLAGS.sample_size}
+    params = algorithm_params()
     try:
         columns = parse_fidelities(FLAGS.fidelities) or {FLAGS.epochs: FLAGS.search_metric}
         rungs = tuple(whole_numbers("rungs", FLAGS.rungs))
-        fidelities = Fidelities(columns, rungs, FLAGS.reduction_factor)
+        if FLAGS["rung_rule"].present and not rungs:
+            raise ValueError("--rung_rule needs --rungs")
+        fidelities = Fidelities(columns, rungs, FLAGS.reduction_factor, FLAGS.rung_rule)
         costs = table_costs()
         more = [*columns.values(), *([FLAGS.cost_column] if FLAGS.cost_column else []), *costs.columns()]
         table = load_table(FLAGS.table, FLAGS.space, FLAGS.arch_column, columns[fidelities.first],

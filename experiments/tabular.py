@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from evolution import ALGORITHMS, make_algorithm
-from evolution.objectives import Goal, MnasReward
+from evolution.objectives import LIMITED, Goal, MnasReward
 from experiments.fronts import LimitGaps, TableFront, found_front
 from searchspace import NasBench201Genotype, NasBench201Space
 
@@ -87,35 +87,53 @@ def _finite(raw: Any, path: str, line: int, column: str) -> float:
 
 @dataclass(frozen=True)
 class TableCosts:
-    """Which columns stand for a cell's costs, and how the search uses them: `limits` on "params"
-    (read from `params_column`, in millions as NAS-Bench-201's params_mb) and "latency_ms" (from
-    `latency_column`), judged before a cell is charged; `objectives` (columns) for Pareto
-    evolution; MnasNet's `reward` on the latency column."""
+    """Which columns stand for a cell's costs, and how the search uses them: `limits` on any measure
+    of evolution.objectives.LIMITED, judged before a cell is charged; `objectives` (columns) for
+    Pareto evolution; MnasNet's `reward` on its cost measure. A measure is read from its column
+    times a scale: "latency_ms" from `latency_column`, "params" from `params_column` (in millions,
+    as NAS-Bench-201's params_mb), any other from `more_columns` (measure -> (column, scale)). A new
+    limited measure is its entry in LIMITED and a column here; nothing else names it."""
 
     latency_column: str | None = None
     params_column: str = "params_mb"
     objectives: tuple[Goal, ...] = ()
     limits: dict[str, float] = field(default_factory=dict)
     reward: MnasReward | None = None
+    more_columns: dict[str, tuple[str, float]] = field(default_factory=dict)
+
+    def measure_columns(self) -> dict[str, tuple[str, float]]:
+        """Each cost measure's column and scale."""
+        known = {"params": (self.params_column, 1e6), **self.more_columns}
+        if self.latency_column:
+            known["latency_ms"] = (self.latency_column, 1.0)
+        return known
+
+    def measures(self) -> list[str]:
+        """The cost measures the search reads: its limits' and its reward's."""
+        return list(dict.fromkeys([*self.limits, *([self.reward.cost_metric] if self.reward else [])]))
 
     def columns(self) -> list[str]:
         """The columns these settings read."""
+        known = self.measure_columns()
         wanted = [g.metric for g in self.objectives] + ([self.latency_column] if self.latency_column else [])
-        if "params" in self.limits:
-            wanted.append(self.params_column)
-        return list(dict.fromkeys(wanted))
+        return list(dict.fromkeys(wanted + [known[m][0] for m in self.measures() if m in known]))
 
     def figures(self, table: Table, key: str) -> dict[str, float]:
         figures = {g.metric: table.columns[g.metric][key] for g in self.objectives}
-        if self.latency_column:
-            figures["latency_ms"] = table.columns[self.latency_column][key]
-        if "params" in self.limits:
-            figures["params"] = 1e6 * table.columns[self.params_column][key]
+        known = self.measure_columns()
+        for measure in self.measures():
+            column, scale = known[measure]
+            figures[measure] = scale * table.columns[column][key] if scale != 1.0 else table.columns[column][key]
         return figures
 
     def algorithm_kwargs(self, table: Table) -> dict[str, Any]:
-        if ("latency_ms" in self.limits or self.reward) and not self.latency_column:
-            raise ValueError("--max_latency_ms and --latency_target_ms need --latency_column")
+        unknown = [m for m in self.limits if m not in LIMITED]
+        if unknown:
+            raise ValueError(f"limits: {unknown} cannot be limited; known: {list(LIMITED)}")
+        missing = [m for m in self.measures() if m not in self.measure_columns()]
+        if missing:
+            flag = "--latency_column" if missing == ["latency_ms"] else "--measure_columns"
+            raise ValueError(f"the limits and reward on {missing} (--max_*, --latency_target_ms) need {flag}")
         measure = (lambda genotype: self.figures(table, genotype.key())) if self.limits else None
         return {"limits": self.limits, "measure": measure, "reward": self.reward}
 

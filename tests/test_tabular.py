@@ -167,3 +167,20 @@ def test_pareto_evolution_may_not_take_the_report_column_as_a_goal(table_path):
         with pytest.raises(ValueError, match="--objectives"):
             run_benchmark(table, "nasbench201", ["pareto_evolution"], 20, 1, 0, "max", {}, False,
                           TableCosts("lat", objectives=parse_goals(goals)), report_metric="test", search_metric="val")
+
+
+def test_any_limited_measure_is_read_from_its_column(table_path):
+    """A limit on a measure without a flag of its own (multiply_adds) is one column entry; a limit
+    on a measure that cannot be limited, or without a column, is refused naming the flags."""
+    from experiments.tabular import TableCosts
+
+    table = load_table(table_path, "nasbench201", "arch", "val", "test", ["lat"])
+    ceiling = float(np.median(list(table.columns["lat"].values())))
+    costs = TableCosts(limits={"multiply_adds": 1000 * ceiling}, more_columns={"multiply_adds": ("lat", 1000.0)})
+    _, keys = run_once(table, "nasbench201", "regularized_evolution", 60, 0, "max",
+                       {"population_size": 10, "sample_size": 3}, False, costs)
+    assert max(table.columns["lat"][k] for k in keys) <= ceiling
+    with pytest.raises(ValueError, match="cannot be limited"):
+        run_once(table, "nasbench201", "random", 5, 0, "max", {}, False, TableCosts(limits={"step_ms": 1.0}))
+    with pytest.raises(ValueError, match="need --measure_columns"):
+        run_once(table, "nasbench201", "random", 5, 0, "max", {}, False, TableCosts(limits={"multiply_adds": 1.0}))

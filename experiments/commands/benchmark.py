@@ -19,6 +19,7 @@ import json
 
 from absl import app, flags
 
+from evolution.objectives import LIMITED, MEASURES
 from evolution.params import EvolutionParams, help_of
 from evolution.rungs import RUNG_RULES
 from experiments.commands import whole_numbers
@@ -59,9 +60,13 @@ flags.DEFINE_list("objectives", [], "COLUMN:max|min goals (e.g. val_acc_12ep:max
 flags.DEFINE_string("latency_column", None, "Column of a cell's latency (ms): what --max_latency_ms, "
                     "--latency_target_ms and the per-limit gaps read.", **F)
 flags.DEFINE_string("params_column", "params_mb", "Column of a cell's parameters, in millions (--max_params).", **F)
-flags.DEFINE_integer("max_params", 0, "A proposal with more parameters is rejected before it is charged.", **F)
-flags.DEFINE_float("max_latency_ms", 0, "A proposal slower than this (--latency_column) is rejected before "
-                   "it is charged.", **F)
+for _measure in LIMITED:  # a limit per limited measure (evolution/objectives.py)
+    flags.DEFINE_float(f"max_{_measure}", 0, f"A proposal whose {_measure} ({MEASURES[_measure].description}) is "
+                       "above this is rejected before it is charged; 0: no limit. Read from --latency_column, "
+                       "--params_column or --measure_columns.", **F)
+flags.DEFINE_list("measure_columns", [], "MEASURE:COLUMN[:SCALE] items: the table column holding a limited "
+                  "measure (times SCALE, default 1), for measures without a flag of their own "
+                  "(e.g. multiply_adds:madds_m:1e6).", **F)
 flags.DEFINE_float("latency_target_ms", 0, "> 0: the search scores cells by MnasNet's reward, search metric x "
                    "(latency / target)^--latency_weight.", **F)
 flags.DEFINE_float("latency_weight", -0.07, "The reward's exponent.", **F)
@@ -147,10 +152,25 @@ def table_costs():
     from evolution.objectives import MnasReward, parse_goals
     from experiments.tabular import TableCosts
 
-    limits = {"params": FLAGS.max_params, "latency_ms": FLAGS.max_latency_ms}
+    limits = {m: FLAGS[f"max_{m}"].value for m in LIMITED if FLAGS[f"max_{m}"].value}
     reward = MnasReward("latency_ms", FLAGS.latency_target_ms, FLAGS.latency_weight) if FLAGS.latency_target_ms else None
-    return TableCosts(FLAGS.latency_column, FLAGS.params_column, parse_goals(FLAGS.objectives),
-                      {k: v for k, v in limits.items() if v}, reward)
+    return TableCosts(FLAGS.latency_column, FLAGS.params_column, parse_goals(FLAGS.objectives), limits, reward,
+                      measure_columns(FLAGS.measure_columns))
+
+
+def measure_columns(items: list[str]) -> dict[str, tuple[str, float]]:
+    """--measure_columns: MEASURE:COLUMN[:SCALE] items as {measure: (column, scale)}."""
+    columns = {}
+    for item in items:
+        measure, _, rest = item.partition(":")
+        column, _, scale = rest.partition(":")
+        try:
+            columns[measure] = (column, float(scale or 1.0))
+        except ValueError:
+            raise ValueError(f"--measure_columns: {item!r} is not MEASURE:COLUMN[:SCALE]") from None
+        if measure not in LIMITED or not column:
+            raise ValueError(f"--measure_columns: {item!r} is not MEASURE:COLUMN[:SCALE] with a measure of {list(LIMITED)}")
+    return columns
 
 
 def time_benchmark(plot) -> None:

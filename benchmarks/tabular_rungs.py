@@ -11,6 +11,7 @@ asynchronous workers (the wall-clock budget divided by the workers). The report 
 val_acc_200ep of each run's pick. The rules are swapped by name; plain ASHA (reference only) is a
 rule of this script, entered in the table under its own name. Needs ../shared (or $AMOEBA_SHARED).
 Run: .venv/bin/python benchmarks/tabular_rungs.py [--runs=300] [--rules=stopping,promotion]
+     [--tables=cifar100,imagenet16] [--workers=1x8w,1x64w,4x8w,4x64w,4x450w]
 """
 
 from __future__ import annotations
@@ -74,7 +75,10 @@ def gap_in_standard_errors(rows: dict, setup: str = "multi_fidelity_evolution") 
     return gaps
 
 
-def table_rows(table, base: float, runs: int, rules: list[str]) -> dict:
+WORKER_SETTINGS = ((1, 8), (1, 64), (4, 8), (4, 64), (4, 450))  # (budget factor, workers)
+
+
+def table_rows(table, base: float, runs: int, rules: list[str], settings=WORKER_SETTINGS) -> dict:
     """Every setup of one table: budgets 1x, 2x, 4x on one worker, plain ASHA, then more workers."""
     setups = {name: setup for name, setup in SETUPS.items() if not setup[1] or setup[2] in rules}
     rows = {}
@@ -84,7 +88,7 @@ def table_rows(table, base: float, runs: int, rules: list[str]) -> dict:
     for factor in (1, 4):
         rows[f"plain ASHA evolution {factor}x 1w"] = run(table, "regularized_evolution", (12, 200), base * factor,
                                                         1, runs, PlainASHA.name)
-    for factor, workers in ((1, 8), (1, 64), (4, 8), (4, 64), (4, 450)):
+    for factor, workers in settings:
         for setup, (algorithm, rungs, rule) in setups.items():
             if setup != "random":
                 rows[f"{setup} {factor}x {workers}w"] = run(table, algorithm, rungs, base * factor, workers, runs, rule)
@@ -112,13 +116,18 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=300)
     parser.add_argument("--rules", default="stopping,promotion", help="rung rules to run (evolution/rungs.py)")
+    parser.add_argument("--tables", default=",".join(TABLES), help="tables to run")
+    parser.add_argument("--workers", default=",".join(f"{f}x{w}w" for f, w in WORKER_SETTINGS),
+                        help="multi-worker settings to run, FACTORxWORKERSw (empty: one worker only)")
     args = parser.parse_args()
     runs, rules = args.runs, args.rules.split(",")
+    settings = [tuple(int(n) for n in item.rstrip("w").split("x")) for item in args.workers.split(",") if item]
     figures: dict = {"runs": runs, "rules": rules}
-    for name, base in TABLES.items():
+    for name in args.tables.split(","):
+        base = TABLES[name]
         table = load_table(os.path.join(SHARED, "data", "nasbench201", f"nb201_{name}.csv"), "nasbench201", "arch",
                            "val_acc_12ep", "val_acc_200ep", [*FIDELITIES.values(), "train_s_per_epoch"])
-        rows = figures[name] = table_rows(table, base, runs, rules)
+        rows = figures[name] = table_rows(table, base, runs, rules, settings)
         show(name, base, runs, rows, figures)
     table = load_table(os.path.join(SHARED, "data", "nasbench201", "nb201_cifar100.csv"), "nasbench201", "arch",
                        "val_acc_12ep", "val_acc_200ep", [*FIDELITIES.values(), "train_s_per_epoch"])

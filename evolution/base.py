@@ -282,7 +282,8 @@ class SearchAlgorithm(RungBook):
         except (KeyError, TypeError, ValueError):
             finite = False
         if not finite:
-            names = [self.objective, *(g.metric for g in self.goals), *([self.reward.cost_metric] if self.reward else [])]
+            names = [self.objective, *(g.metric for g in self.goals),
+                     *([self.reward.cost_metric] if self.reward else [])]
             described = ", ".join(f"{name!r} is {metrics.get(name)!r}" for name in dict.fromkeys(names))
             return Outcome("failed", dict(metrics), f"objective {described}")
         return Outcome("ok", dict(metrics))

@@ -8,7 +8,9 @@ whole space. Prints mean and standard deviation of the report metric of each alg
 
 With --budget_s the budget is simulated wall time (experiments/simulator.py): every evaluation
 costs its epochs times --cost_column, --workers run at once, --fidelities name the search metric
-at each number of epochs, and --rungs make the search multi-fidelity (evolution/rungs.py).
+at each number of epochs, and --rungs make the search multi-fidelity under --rung_rule
+(evolution/rungs.py RUNG_RULES: stopping or promotion). The algorithms' own parameters take their
+defaults and help from evolution/params.py.
 """
 
 from __future__ import annotations

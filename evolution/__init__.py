@@ -1,5 +1,10 @@
 """Search algorithms (ask/tell, journal, resume, multi-fidelity rungs). Pure Python: no TensorFlow;
-Ray only in `evolution.tune_searcher`."""
+Ray only in `evolution.tune_searcher`.
+
+records (Trial, Outcome) -> params (each algorithm's own parameters) -> proposal (tournament, top-1
+by a ranking, mutate) -> base + fidelity (bookkeeping, rungs, the pick) -> algorithms (the classes,
+ALGORITHMS) -> replay (resume). rungs: Rungs and RUNG_RULES; objectives: measures, goals, reward,
+limits; journal: the file and its lock."""
 
 from evolution.algorithms import (
     ALGORITHMS,

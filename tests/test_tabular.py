@@ -184,3 +184,16 @@ def test_any_limited_measure_is_read_from_its_column(table_path):
         run_once(table, "nasbench201", "random", 5, 0, "max", {}, False, TableCosts(limits={"step_ms": 1.0}))
     with pytest.raises(ValueError, match="need --measure_columns"):
         run_once(table, "nasbench201", "random", 5, 0, "max", {}, False, TableCosts(limits={"multiply_adds": 1.0}))
+
+
+def test_the_benchmark_commands_algorithm_defaults_are_the_algorithms():
+    from evolution import RegularizedEvolution
+    from evolution.params import EvolutionParams
+    from experiments.commands import benchmark
+
+    declared = EvolutionParams()
+    for name in ("population_size", "sample_size"):
+        assert benchmark.FLAGS[name].default == getattr(declared, name)
+        assert benchmark.FLAGS[name].help.startswith(("P:", "S:"))
+    assert RegularizedEvolution(NasBench201Space()).params() == {"population_size": declared.population_size,
+                                                                  "sample_size": declared.sample_size}

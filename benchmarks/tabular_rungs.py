@@ -3,11 +3,15 @@ NAS-Bench-201 tables, on the simulated clock (NAS-Bench-201's protocol: each eva
 its training time), and the simulator's own speed.
 
 For each table: random search, regularized evolution (P=10, S=3) at 12 epochs, and multi-fidelity
-evolution with rungs at 12 and 200 epochs, at the NATS-Bench budget (CIFAR-100 40,000 s,
+evolution with rungs at 12 and 200 epochs under each rung rule (evolution/rungs.py RUNG_RULES:
+"stopping", decided when a trial reports, and "promotion", a trial pauses and the best paused one
+goes on when the rung's share allows), at the NATS-Bench budget (CIFAR-100 40,000 s,
 ImageNet16-120 120,000 s of one worker) and at 2x and 4x; then the same compute on 8, 64 and 450
 asynchronous workers (the wall-clock budget divided by the workers). The report metric is
-val_acc_200ep of each run's pick. Needs ../shared (or $AMOEBA_SHARED).
-Run: .venv/bin/python benchmarks/tabular_rungs.py [--runs=300]
+val_acc_200ep of each run's pick. The rules are swapped by name; plain ASHA (reference only) is a
+rule of this script, entered in the table under its own name. Needs ../shared (or $AMOEBA_SHARED).
+Run: .venv/bin/python benchmarks/tabular_rungs.py [--runs=300] [--rules=stopping,promotion]
+     [--tables=cifar100,imagenet16] [--workers=1x8w,1x64w,4x8w,4x64w,4x450w]
 """
 
 from __future__ import annotations
@@ -18,8 +22,7 @@ import math
 import os
 import time
 
-import evolution.algorithms
-from evolution.rungs import CONTINUE, STOP, Promotions, in_top_fraction
+from evolution.rungs import CONTINUE, RUNG_RULES, STOP, Promotions, in_top_fraction
 from experiments.simulator import Fidelities, run_time_benchmark
 from experiments.tabular import load_table
 
@@ -32,72 +35,100 @@ PARAMS = {"population_size": 10, "sample_size": 3}
 class PlainASHA(Promotions):
     """Reference only: ASHA without our cost rule (the top 1/eta at a rung always goes on)."""
 
-    def decide(self, rung: int, value: float, cost_per_epoch: float) -> str:
-        super().decide(rung, value, cost_per_epoch)  # records the result
+    name = "plain_asha"
+
+    def decide(self, rung: int, value: float, cost_per_epoch: float, trial_id: int | None = None) -> str:
+        self.record(rung, value, cost_per_epoch)
         top = in_top_fraction(self.results[rung], value, 1 / self.rungs.reduction_factor)
         return CONTINUE if rung < self.rungs.top and top else STOP
 
 
-SETUPS = {  # name: (algorithm, rungs)
-    "random": ("random", ()),
-    "regularized_evolution": ("regularized_evolution", ()),
-    "multi_fidelity_evolution": ("regularized_evolution", (12, 200)),
+RUNG_RULES.setdefault(PlainASHA.name, PlainASHA)  # the table's extension point: a rule by its name
+SETUPS = {  # name: (algorithm, rungs, rule)
+    "random": ("random", (), "stopping"),
+    "regularized_evolution": ("regularized_evolution", (), "stopping"),
+    "multi_fidelity_evolution": ("regularized_evolution", (12, 200), "stopping"),
+    "promotion_rule_evolution": ("regularized_evolution", (12, 200), "promotion"),
 }
 
 
-def run(table, algorithm: str, rungs: tuple, budget: float, workers: int, runs: int, rule=Promotions) -> dict:
-    evolution.algorithms.Promotions = rule
-    result = run_time_benchmark(table, "nasbench201", [algorithm], Fidelities(FIDELITIES, rungs),
+def run(table, algorithm: str, rungs: tuple, budget: float, workers: int, runs: int, rule: str = "stopping") -> dict:
+    result = run_time_benchmark(table, "nasbench201", [algorithm], Fidelities(FIDELITIES, rungs, rule=rule),
                                 "train_s_per_epoch", budget / workers, workers, runs, 0, "max", PARAMS)
-    evolution.algorithms.Promotions = Promotions
     summary = result["summary"][algorithm]
     return {share: {"mean": v["n"] and round(v["mean"], 3), "se": v["n"] and round(v["std"] / math.sqrt(v["n"]), 3),
                     "n": v["n"]} for share, v in summary.items()} | {"trials": round(result["mean_trials"][algorithm], 1)}
 
 
-def gap_in_standard_errors(rows: dict) -> dict:
-    """(multi-fidelity - plain evolution) / the standard error of that difference, for each budget,
+def gap_in_standard_errors(rows: dict, setup: str = "multi_fidelity_evolution") -> dict:
+    """(`setup` - plain evolution) / the standard error of that difference, for each budget,
     worker count and share of the budget where both have results."""
     gaps = {}
     for label, plain in rows.items():
-        if not label.startswith("regularized_evolution "):
+        if not label.startswith("regularized_evolution ") or f"{setup} {label.split(' ', 1)[1]}" not in rows:
             continue
         setting = label.split(" ", 1)[1]
-        multi = rows[f"multi_fidelity_evolution {setting}"]
+        multi = rows[f"{setup} {setting}"]
         gaps[setting] = {s: round((multi[s]["mean"] - plain[s]["mean"]) / math.hypot(multi[s]["se"], plain[s]["se"]), 2)
                          for s in plain if s != "trials" and plain[s]["n"] and multi[s]["n"]
                          and math.hypot(multi[s]["se"], plain[s]["se"]) > 0}
     return gaps
 
 
+WORKER_SETTINGS = ((1, 8), (1, 64), (4, 8), (4, 64), (4, 450))  # (budget factor, workers)
+
+
+def table_rows(table, base: float, runs: int, rules: list[str], settings=WORKER_SETTINGS) -> dict:
+    """Every setup of one table: budgets 1x, 2x, 4x on one worker, plain ASHA, then more workers."""
+    setups = {name: setup for name, setup in SETUPS.items() if not setup[1] or setup[2] in rules}
+    rows = {}
+    for factor in (1, 2, 4):
+        for setup, (algorithm, rungs, rule) in setups.items():
+            rows[f"{setup} {factor}x 1w"] = run(table, algorithm, rungs, base * factor, 1, runs, rule)
+    for factor in (1, 4):
+        rows[f"plain ASHA evolution {factor}x 1w"] = run(table, "regularized_evolution", (12, 200), base * factor,
+                                                        1, runs, PlainASHA.name)
+    for factor, workers in settings:
+        for setup, (algorithm, rungs, rule) in setups.items():
+            if setup != "random":
+                rows[f"{setup} {factor}x {workers}w"] = run(table, algorithm, rungs, base * factor, workers, runs, rule)
+    return rows
+
+
+def show(name: str, base: float, runs: int, rows: dict, figures: dict) -> None:
+    print(f"{name} (budget {base:,.0f} s = 1x; val_acc_200ep of the pick, mean +- standard error over {runs} runs)")
+    for label, row in rows.items():
+        cells = "  ".join(f"{s}: {row[s]['mean']:.2f} +- {row[s]['se']:.2f}" if row[s]["n"] else f"{s}: -"
+                          for s in ("0.1", "0.25", "0.5", "1"))
+        print(f"  {label:<36} {cells}  trials {row['trials']}")
+    for setup, key in (("multi_fidelity_evolution", "gap_in_standard_errors"),
+                       ("promotion_rule_evolution", "promotion_gap_in_standard_errors")):
+        gaps = gap_in_standard_errors(rows, setup)
+        if not gaps:
+            continue
+        figures[f"{name}_{key}"] = gaps
+        print(f"  {setup} minus plain evolution, in standard errors of the difference, at each share:")
+        for label, by_share in gaps.items():
+            print(f"    {label:<8} " + "  ".join(f"{s}: {g:+.1f}" for s, g in by_share.items()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=300)
-    runs = parser.parse_args().runs
-    figures: dict = {"runs": runs}
-    for name, base in TABLES.items():
+    parser.add_argument("--rules", default="stopping,promotion", help="rung rules to run (evolution/rungs.py)")
+    parser.add_argument("--tables", default=",".join(TABLES), help="tables to run")
+    parser.add_argument("--workers", default=",".join(f"{f}x{w}w" for f, w in WORKER_SETTINGS),
+                        help="multi-worker settings to run, FACTORxWORKERSw (empty: one worker only)")
+    args = parser.parse_args()
+    runs, rules = args.runs, args.rules.split(",")
+    settings = [tuple(int(n) for n in item.rstrip("w").split("x")) for item in args.workers.split(",") if item]
+    figures: dict = {"runs": runs, "rules": rules}
+    for name in args.tables.split(","):
+        base = TABLES[name]
         table = load_table(os.path.join(SHARED, "data", "nasbench201", f"nb201_{name}.csv"), "nasbench201", "arch",
                            "val_acc_12ep", "val_acc_200ep", [*FIDELITIES.values(), "train_s_per_epoch"])
-        rows = figures[name] = {}
-        for factor in (1, 2, 4):
-            for setup, (algorithm, rungs) in SETUPS.items():
-                rows[f"{setup} {factor}x 1w"] = run(table, algorithm, rungs, base * factor, 1, runs)
-        for factor in (1, 4):
-            rows[f"plain ASHA evolution {factor}x 1w"] = run(table, "regularized_evolution", (12, 200), base * factor,
-                                                            1, runs, PlainASHA)
-        for factor, workers in ((1, 8), (1, 64), (4, 8), (4, 64), (4, 450)):
-            for setup in ("regularized_evolution", "multi_fidelity_evolution"):
-                algorithm, rungs = SETUPS[setup]
-                rows[f"{setup} {factor}x {workers}w"] = run(table, algorithm, rungs, base * factor, workers, runs)
-        print(f"{name} (budget {base:,.0f} s = 1x; val_acc_200ep of the pick, mean +- standard error over {runs} runs)")
-        for label, row in rows.items():
-            cells = "  ".join(f"{s}: {row[s]['mean']:.2f} +- {row[s]['se']:.2f}" if row[s]["n"] else f"{s}: -"
-                              for s in ("0.1", "0.25", "0.5", "1"))
-            print(f"  {label:<36} {cells}  trials {row['trials']}")
-        gaps = figures[f"{name}_gap_in_standard_errors"] = gap_in_standard_errors(rows)
-        print("  multi-fidelity minus plain evolution, in standard errors of the difference, at each share:")
-        for label, by_share in gaps.items():
-            print(f"    {label:<8} " + "  ".join(f"{s}: {g:+.1f}" for s, g in by_share.items()))
+        rows = figures[name] = table_rows(table, base, runs, rules, settings)
+        show(name, base, runs, rows, figures)
     table = load_table(os.path.join(SHARED, "data", "nasbench201", "nb201_cifar100.csv"), "nasbench201", "arch",
                        "val_acc_12ep", "val_acc_200ep", [*FIDELITIES.values(), "train_s_per_epoch"])
     t0 = time.perf_counter()

@@ -5,7 +5,8 @@ table), the goals read from them, MnasNet's soft reward and hard limits.
   the direction that is better. A new objective is one entry here (and the trainer measuring it).
 - `Goal`: one measure and its direction (`val_accuracy:max`); Pareto evolution takes several.
 - `MnasReward`: accuracy x (cost / target)^weight (Tan et al. 2019, MnasNet; weight -0.07), one
-  score that trades accuracy against any cost measure.
+  score that trades accuracy against any cost measure (a larger-is-better one, images_per_sec, with
+  the weight turned round); it refuses a smaller-is-better objective.
 - `Limits`: `max_<measure>` ceilings; `violations` names each one a candidate's figures break.
 
 Pure Python: this module must not import TensorFlow or Ray.
@@ -94,11 +95,26 @@ class MnasReward:
         if not self.cost_metric:
             raise ValueError("cost_metric: empty measure name")
 
+    def check(self, objective: str, mode: str) -> None:
+        """Refuse an objective the reward has no meaning for: it scales a larger-is-better one (an
+        accuracy); a smaller-is-better one (a loss) scaled the same way would favour the dearer cell."""
+        if mode != "max":
+            raise ValueError(f"latency_target_ms: MnasNet's reward scales an objective where larger is better "
+                             f"(an accuracy); {objective}:{mode} would favour the dearer cell. Search a "
+                             "larger-is-better objective (--mode=max) or leave the reward out")
+
+    @property
+    def exponent(self) -> float:
+        """The weight, turned round for a larger-is-better measure (images_per_sec): throughput is
+        the inverse of a cost, so a faster cell than the target gains as a cheaper one does."""
+        measure = MEASURES.get(self.cost_metric)
+        return -self.weight if measure is not None and measure.mode == "max" else self.weight
+
     def score(self, accuracy: float, metrics: Mapping[str, Any]) -> float:
         cost = float(metrics[self.cost_metric])
         if not cost > 0:
             raise ValueError(f"{self.cost_metric} is {cost!r}: the reward needs a positive cost")
-        return accuracy * (cost / self.target) ** self.weight
+        return accuracy * (cost / self.target) ** self.exponent
 
     def to_config(self) -> dict[str, Any]:
         return {"cost_metric": self.cost_metric, "target": self.target, "weight": self.weight}

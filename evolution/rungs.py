@@ -1,8 +1,15 @@
-"""Multi-fidelity: the rungs a trial trains through, and the rule that decides at each rung whether
+"""Multi-fidelity: the rungs a trial trains through, and the rules that decide at each rung whether
 it goes on: asynchronous successive halving (ASHA, Li et al. 2020) that knows what a rung costs.
+`RUNG_RULES` is the table of rules by name (the journal's start event names the one a search uses):
 
-At each rung a trial reports its result and the rule answers CONTINUE (train on to the next rung,
-from the trial's weights and optimizer state) or STOP. Two conditions, both needed:
+- "stopping" (`Promotions`): at each rung a trial reports its result and the rule answers at once,
+  CONTINUE (train on to the next rung, from the trial's weights and optimizer state) or STOP.
+- "promotion" (`PausingPromotions`, Syne Tune's ASHA type="promotion"): a trial PAUSEs at each rung
+  below the top; when a worker asks for work, the best paused trial goes on (a continuation, same
+  trial id, from its rung) as soon as the rung's share allows, else a new trial starts. A rung
+  leader that arrives just after a promotion spent the share waits instead of being stopped.
+
+Both promote under the same two conditions, both needed:
 - Rank. ASHA continues the top 1/eta of the results reported at a rung so far. A rung that is
   more than one halving above the last (12 -> 200 epochs is 2.6 halvings of eta 3, and its extra
   epochs cost 16 of the lower rung's evaluations) continues only the top (1/eta)^m, with m the
@@ -25,7 +32,7 @@ import bisect
 from dataclasses import dataclass
 from typing import Any
 
-CONTINUE, STOP = "continue", "stop"
+CONTINUE, STOP, PAUSE = "continue", "stop", "pause"
 
 
 @dataclass(frozen=True)
@@ -68,8 +75,12 @@ def in_top_fraction(sorted_values: list[float], value: float, fraction: float) -
 
 
 class Promotions:
-    """The decisions at each rung, and what each rung has cost (in the caller's unit: seconds in the
-    simulator, epochs x measured seconds per epoch in a search)."""
+    """The stopping rule: the decisions at each rung, taken when a trial reports, and what each rung
+    has cost (in the caller's unit: seconds in the simulator, epochs x measured seconds per epoch in
+    a search)."""
+
+    name = "stopping"
+    pauses = False  # whether `decide` may answer PAUSE (the driver must then continue trials)
 
     def __init__(self, rungs: Rungs) -> None:
         self.rungs = rungs
@@ -82,18 +93,93 @@ class Promotions:
         halvings = self.rungs.extra_epochs(rung) / ((eta - 1) * self.rungs.epochs[rung])
         return (1 / eta) ** max(1.0, halvings)
 
-    def decide(self, rung: int, value: float, cost_per_epoch: float) -> str:
-        """A trial's result `value` (larger is better) at `rung`, whose epochs cost `cost_per_epoch`
-        each: CONTINUE or STOP. Records the result and, when it continues, the cost of the next rung."""
+    def record(self, rung: int, value: float, cost_per_epoch: float) -> None:
+        """Enter a result at `rung` (and, at the first rung, what its epochs cost)."""
         bisect.insort(self.results[rung], value)
         if rung == 0:
             self.spent[0] += self.rungs.epochs[0] * cost_per_epoch
+
+    def may_go_on(self, rung: int, value: float, cost_per_epoch: float) -> bool:
+        """Whether a result `value` at `rung` (below the top) is in the rung's share and the next
+        rung's cost fits within 1/eta of this rung's spend."""
+        extra = self.rungs.extra_epochs(rung) * cost_per_epoch
+        return (in_top_fraction(self.results[rung], value, self.fraction(rung))
+                and self.spent[rung + 1] + extra <= self.spent[rung] / self.rungs.reduction_factor)
+
+    def spend(self, rung: int, cost_per_epoch: float) -> None:
+        """A trial goes on from `rung`: charge the next rung its extra epochs."""
+        self.spent[rung + 1] += self.rungs.extra_epochs(rung) * cost_per_epoch
+
+    def decide(self, rung: int, value: float, cost_per_epoch: float, trial_id: int | None = None) -> str:
+        """A trial's result `value` (larger is better) at `rung`, whose epochs cost `cost_per_epoch`
+        each: CONTINUE or STOP. Records the result and, when it continues, the cost of the next rung."""
+        self.record(rung, value, cost_per_epoch)
+        if rung == self.rungs.top or not self.may_go_on(rung, value, cost_per_epoch):
+            return STOP
+        self.spend(rung, cost_per_epoch)
+        return CONTINUE
+
+    def promotion(self) -> tuple[int, int] | None:
+        """A paused trial to go on now, as (trial id, rung): never, for this rule."""
+        return None
+
+    def promote(self, trial_id: int, rung: int) -> None:
+        raise ValueError(f"the {self.name} rule pauses no trial; trial {trial_id} cannot go on from rung {rung}")
+
+    def forget(self, trial_id: int) -> None:
+        """A trial that will not go on: nothing to forget for this rule."""
+
+
+class PausingPromotions(Promotions):
+    """The promotion rule: a trial pauses at each rung below the top; `promotion()` names the paused
+    trial to go on next (the highest rung first, its best result, the earliest trial among equals)
+    when that result is in the rung's share and the next rung's cost fits; `promote` charges it."""
+
+    name = "promotion"
+    pauses = True
+
+    def __init__(self, rungs: Rungs) -> None:
+        super().__init__(rungs)
+        self.paused: list[dict[int, tuple[float, float]]] = [{} for _ in rungs.epochs]  # id -> (value, cost)
+
+    def decide(self, rung: int, value: float, cost_per_epoch: float, trial_id: int | None = None) -> str:
+        """Records the result; PAUSE below the top rung (the trial waits to be promoted), STOP at it."""
+        if trial_id is None:
+            raise ValueError("the promotion rule needs the trial's id")
+        self.record(rung, value, cost_per_epoch)
         if rung == self.rungs.top:
             return STOP
-        extra = self.rungs.extra_epochs(rung) * cost_per_epoch
-        if not in_top_fraction(self.results[rung], value, self.fraction(rung)):
-            return STOP
-        if self.spent[rung + 1] + extra > self.spent[rung] / self.rungs.reduction_factor:
-            return STOP
-        self.spent[rung + 1] += extra
-        return CONTINUE
+        self.paused[rung][trial_id] = (value, cost_per_epoch)
+        return PAUSE
+
+    def promotion(self) -> tuple[int, int] | None:
+        for rung in reversed(range(self.rungs.top)):
+            if not self.paused[rung]:
+                continue
+            trial_id, (value, cost) = max(self.paused[rung].items(), key=lambda item: (item[1][0], -item[0]))
+            if self.may_go_on(rung, value, cost):
+                return trial_id, rung
+        return None
+
+    def promote(self, trial_id: int, rung: int) -> None:
+        if trial_id not in self.paused[rung]:
+            raise ValueError(f"trial {trial_id} is not paused at rung {rung}")
+        _, cost = self.paused[rung].pop(trial_id)
+        self.spend(rung, cost)
+
+    def forget(self, trial_id: int) -> None:
+        """A paused trial that will not go on (told, failed): no longer a candidate."""
+        for waiting in self.paused:
+            waiting.pop(trial_id, None)
+
+
+RUNG_RULES: dict[str, type[Promotions]] = {Promotions.name: Promotions, PausingPromotions.name: PausingPromotions}
+
+
+def rung_rule(name: str | None, rungs: Rungs) -> Promotions:
+    """The rule `name` from `RUNG_RULES` for `rungs` (None: the stopping rule, as journals before
+    rules had names)."""
+    name = name or Promotions.name
+    if name not in RUNG_RULES:
+        raise ValueError(f"rung_rule: unknown {name!r}; known: {sorted(RUNG_RULES)}")
+    return RUNG_RULES[name](rungs)

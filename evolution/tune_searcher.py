@@ -5,6 +5,9 @@ algorithm's, and results to `tell` calls; it must not train anything or import T
 Durable state is the algorithm's journal: Tune's searcher checkpoint only records where it is.
 With rungs, `RungScheduler` is Tune's scheduler: at each rung a trial reports, it asks the
 algorithm (evolution/rungs.py, which journals the decision) and has Tune carry the answer out.
+Only rules that never pause a trial (the stopping rule) run here: a paused trial would need Tune to
+keep its rung checkpoint and hand it out again, which this adapter does not do yet, so a pausing
+rule is refused (`refuse_pausing_rule`) rather than left to stop its trials for good.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from ray.tune.result import AUTO_RESULT_KEYS
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from ray.tune.search import Searcher
 
-from evolution.algorithms import SearchAlgorithm
+from evolution.base import SearchAlgorithm
 from evolution.rungs import CONTINUE
 
 log = logging.getLogger(__name__)
@@ -47,6 +50,15 @@ def _is_metric(key: str, value: Any) -> bool:
     return key not in TUNE_KEYS and not key.startswith("config/") and isinstance(value, (int, float, str))
 
 
+def refuse_pausing_rule(algorithm: SearchAlgorithm) -> None:
+    """ValueError for a rung rule that pauses trials (the promotion rule): not run through Tune."""
+    rule = algorithm.rung_rule
+    if rule is not None and rule.pauses:
+        raise ValueError(f"rung_rule: the {rule.name!r} rule pauses trials, which a search through Ray Tune cannot "
+                         "continue yet; use the stopping rule here (amoeba benchmark --budget_s --rung_rule="
+                         f"{rule.name} simulates it on a table)")
+
+
 class EvolutionSearcher(Searcher):
     """Hands Tune up to `budget` trials from `algorithm` and feeds the results back.
 
@@ -69,6 +81,7 @@ class EvolutionSearcher(Searcher):
         should_stop: Callable[[], bool] | None = None,
         checkpoint_root: str | None = None,
     ) -> None:
+        refuse_pausing_rule(algorithm)
         super().__init__(metric=algorithm.objective, mode=algorithm.mode)
         self.checkpoint_root = checkpoint_root  # with rungs: each trial's state after its last rung
         self.algorithm = algorithm
@@ -167,6 +180,7 @@ class RungScheduler(FIFOScheduler):
 
     def __init__(self, algorithm: SearchAlgorithm,
                  on_rung: Callable[[SearchAlgorithm, int, str], None] | None = None) -> None:
+        refuse_pausing_rule(algorithm)
         super().__init__()
         self.algorithm = algorithm
         self.on_rung = on_rung

@@ -10,19 +10,26 @@
   worst cell under it). The table's own front by the searched goals is the floor.
 
 The report metric is taken as larger-better (an accuracy). Reads tables only: no training, no
-TensorFlow, no Ray.
+TensorFlow, no Ray; it must not import experiments/tabular.py (which imports it).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Protocol, Sequence
 
 import numpy as np
 
 from evolution.objectives import Goal
 from evolution.pareto import front, hypervolume
-from experiments.tabular import Table
+
+
+class Table(Protocol):
+    """What is read of a table (experiments/tabular.py's `Table`, which imports this module): each
+    cell's report metric and every column read, by canonical key."""
+
+    report: Mapping[str, float]
+    columns: Mapping[str, Mapping[str, float]]
 
 PERCENTILES = (5, 15, 25, 35, 45, 55, 65, 75, 85, 95)  # of the cost column: the limits gaps are given at
 

@@ -1,11 +1,13 @@
 """A search on a tabular benchmark under a simulated wall-clock budget, with asynchronous workers
 and fidelities (NAS-Bench-201's protocol: every evaluation is charged its training time).
 
-The very algorithm classes `amoeba search` drives (evolution.ALGORITHMS, evolution/rungs.py's
-rule), on a simulated clock: an evaluation at e epochs costs e times the cell's cost column; a
-continued trial costs only its extra epochs; `workers` trials run at once and each worker takes
-its next trial the moment it is free, so results reach the algorithm in simulated finishing order,
-as Ray Tune delivers them. No training, no TensorFlow, no Ray.
+The very algorithm classes `amoeba search` drives (evolution.ALGORITHMS, a rung rule from
+evolution/rungs.py's RUNG_RULES by name), on a simulated clock: an evaluation at e epochs costs e
+times the cell's cost column; a continued trial costs only its extra epochs; `workers` trials run
+at once and each worker takes its next trial the moment it is free, so results reach the
+algorithm in simulated finishing order, as Ray Tune delivers them. A trial the rule pauses frees
+its worker untold; the worker's next `ask` may continue it from its rung (the promotion rule). No
+training, no TensorFlow, no Ray.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from evolution import ALGORITHMS, make_algorithm
-from evolution.rungs import CONTINUE, Rungs
-from experiments.tabular import SPACES, Table, TableCosts, sample_std
+from evolution.rungs import CONTINUE, RUNG_RULES, STOP, Rungs
+from experiments.tabular import SPACES, Table, TableCosts, check_objectives, sample_std
 
 FRACTIONS = (0.1, 0.25, 0.5, 1.0)  # of the budget, where the summary is given
 GRID_POINTS = 200  # the plotted curve's points over the budget
@@ -33,6 +35,7 @@ class Fidelities:
     columns: dict[int, str]
     rungs: tuple[int, ...] = ()
     reduction_factor: float = 3.0
+    rule: str = "stopping"  # the rung rule, a name in evolution.rungs.RUNG_RULES
 
     def __post_init__(self) -> None:
         if not self.columns:
@@ -41,6 +44,8 @@ class Fidelities:
         if unknown:
             raise ValueError(f"rungs: {unknown} are not among the fidelities' epochs {sorted(self.columns)}")
         Rungs(self.rungs or (min(self.columns),), self.reduction_factor)  # validates them
+        if self.rule not in RUNG_RULES:
+            raise ValueError(f"--rung_rule: unknown {self.rule!r}; known: {sorted(RUNG_RULES)}")
 
     @property
     def first(self) -> int:
@@ -66,6 +71,9 @@ def parse_fidelities(text: Sequence[str]) -> dict[int, str]:
 
 
 def pick_rule(fidelities: Fidelities) -> str:
+    if fidelities.rungs and fidelities.rule != "stopping":
+        return ("the pick: the best first-rung result, displaced by a cell that beat it at a higher rung "
+                f"both reached (a paused trial counts with its last rung; rung rule: {fidelities.rule})")
     if fidelities.rungs:
         return ("the pick: the best first-rung result, displaced by a cell that beat it at a higher rung "
                 "both reached")
@@ -76,21 +84,28 @@ def simulate(table: Table, space_name: str, algorithm: str, fidelities: Fideliti
              budget_s: float, workers: int, seed: int, mode: str, params: dict[str, Any],
              costs: TableCosts = TableCosts()) -> tuple[np.ndarray, np.ndarray, int]:
     """One search: the times of its results, the report metric of the pick after each (NaN before
-    the first), and how many trials it started (a proposal over a limit is rejected at no cost)."""
+    the first), and how many trials it started (a proposal over a limit is rejected at no cost; a
+    continuation of a paused trial is not a new one)."""
     params = {**params, "objectives": [str(g) for g in costs.objectives]} if costs.objectives else params
     search = make_algorithm(algorithm, SPACES[space_name][0](), params, seed=seed, objective="search", mode=mode,
-                            rungs=fidelities.algorithm_rungs(), **costs.algorithm_kwargs(table))
+                            rungs=fidelities.algorithm_rungs(), rung_rule=fidelities.rule,
+                            **costs.algorithm_kwargs(table))
     epochs = fidelities.rungs or (fidelities.first,)
     values = [table.columns[fidelities.columns[e]] for e in epochs]
     cost = table.columns[cost_column] if cost_column else None
-    events: list[tuple[float, int, int, int]] = []  # (finish time, trial, rung) in finishing order
+    first = search.goals[0].metric if costs.objectives else None  # Pareto's first goal: the search metric
+    events: list[tuple[float, int, int]] = []  # (finish time, trial, rung) in finishing order
     keys: dict[int, str] = {}
 
+    def train(now: float, trial_id: int, rung: int) -> None:
+        """Train the trial from the rung below `rung` (none for rung 0) to `rung`."""
+        done = epochs[rung - 1] if rung else 0
+        heapq.heappush(events, (now + (epochs[rung] - done) * (cost[keys[trial_id]] if cost else 1.0), trial_id, rung))
+
     def start(now: float) -> None:
-        trial = search.ask()
-        keys[trial.trial_id] = key = trial.genotype.key()
-        per_epoch = cost[key] if cost else 1.0
-        heapq.heappush(events, (now + epochs[0] * per_epoch, trial.trial_id, 0))
+        trial = search.ask()  # a new trial, or a paused one going on
+        keys[trial.trial_id] = trial.genotype.key()
+        train(now, trial.trial_id, trial.start_rung)
 
     for _ in range(workers):
         start(0.0)
@@ -100,12 +115,14 @@ def simulate(table: Table, space_name: str, algorithm: str, fidelities: Fideliti
         if now > budget_s:
             break
         key = keys[trial_id]
-        per_epoch = cost[key] if cost else 1.0
-        metrics = {"search": values[rung][key], "seconds_per_epoch": per_epoch, **costs.figures(table, key)}
-        if fidelities.rungs and search.report(trial_id, rung, metrics) == CONTINUE:
-            heapq.heappush(events, (now + (epochs[rung + 1] - epochs[rung]) * per_epoch, trial_id, rung + 1))
+        metrics = {"search": values[rung][key], "seconds_per_epoch": cost[key] if cost else 1.0,
+                   **costs.figures(table, key), **({first: values[rung][key]} if first else {})}
+        decision = search.report(trial_id, rung, metrics) if fidelities.rungs else STOP
+        if decision == CONTINUE:
+            train(now, trial_id, rung + 1)
         else:
-            search.tell(trial_id, {**metrics, **search.rung_results.get(trial_id, [{}])[-1]})
+            if decision == STOP:  # a paused trial stays untold: it may go on later
+                search.tell(trial_id, {**metrics, **search.rung_results.get(trial_id, [{}])[-1]})
             start(now)
         times.append(now)
         best = search.best()
@@ -131,6 +148,8 @@ def run_time_benchmark(table: Table, space_name: str, algorithms: Sequence[str],
         raise ValueError(f"algorithms: unknown {unknown}; known: {sorted(ALGORITHMS)}")
     if budget_s <= 0 or runs < 1 or workers < 1:
         raise ValueError("budget_s must be positive, runs and workers at least 1")
+    check_objectives(costs.objectives, fidelities.columns[fidelities.first], mode, table.report_column,
+                     [c for e, c in fidelities.columns.items() if e != fidelities.first])
     grid = np.linspace(budget_s / GRID_POINTS, budget_s, GRID_POINTS)
     marks = np.array([budget_s * f for f in FRACTIONS])
     summary, curves, trials = {}, {}, {}
@@ -143,7 +162,7 @@ def run_time_benchmark(table: Table, space_name: str, algorithms: Sequence[str],
         trials[name] = float(np.mean([n for _, _, n in runs_out]))
     return {"budget_s": budget_s, "workers": workers, "runs": runs, "seed": seed, "params": params,
             "fidelities": {str(e): c for e, c in fidelities.columns.items()}, "rungs": list(fidelities.rungs),
-            "reduction_factor": fidelities.reduction_factor, "cost_column": cost_column,
+            "reduction_factor": fidelities.reduction_factor, "rung_rule": fidelities.rule, "cost_column": cost_column,
             "pick": pick_rule(fidelities), "summary": summary, "mean_trials": trials, "grid_s": grid,
             "curves": curves}
 

@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 
 from evolution import ALGORITHMS, make_algorithm
-from evolution.objectives import Goal, MnasReward
+from evolution.objectives import LIMITED, Goal, MnasReward
+from experiments.fronts import LimitGaps, TableFront, found_front
 from searchspace import NasBench201Genotype, NasBench201Space
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,8 @@ class Table:
     search: dict[str, float]
     report: dict[str, float]
     columns: dict[str, dict[str, float]] = field(default_factory=dict)
+    search_column: str = ""  # the names of the search and report columns
+    report_column: str = ""
 
 
 def load_table(path: str, space_name: str, arch_column: str, search_metric: str, report_metric: str,
@@ -69,7 +72,7 @@ def load_table(path: str, space_name: str, arch_column: str, search_metric: str,
             f"{path}: the table does not cover the {space_name} space: {len(missing)} of "
             f"{len(missing) + len(seen_at)} architectures are missing, e.g. {missing[0]}"
         )
-    return Table(columns[search_metric], columns[report_metric], columns)
+    return Table(columns[search_metric], columns[report_metric], columns, search_metric, report_metric)
 
 
 def _finite(raw: Any, path: str, line: int, column: str) -> float:
@@ -84,37 +87,72 @@ def _finite(raw: Any, path: str, line: int, column: str) -> float:
 
 @dataclass(frozen=True)
 class TableCosts:
-    """Which columns stand for a cell's costs, and how the search uses them: `limits` on "params"
-    (read from `params_column`, in millions as NAS-Bench-201's params_mb) and "latency_ms" (from
-    `latency_column`), judged before a cell is charged; `objectives` (columns) for Pareto
-    evolution; MnasNet's `reward` on the latency column."""
+    """Which columns stand for a cell's costs, and how the search uses them: `limits` on any measure
+    of evolution.objectives.LIMITED, judged before a cell is charged; `objectives` (columns) for
+    Pareto evolution; MnasNet's `reward` on its cost measure. A measure is read from its column
+    times a scale: "latency_ms" from `latency_column`, "params" from `params_column` (in millions,
+    as NAS-Bench-201's params_mb), any other from `more_columns` (measure -> (column, scale)). A new
+    limited measure is its entry in LIMITED and a column here; nothing else names it."""
 
     latency_column: str | None = None
     params_column: str = "params_mb"
     objectives: tuple[Goal, ...] = ()
     limits: dict[str, float] = field(default_factory=dict)
     reward: MnasReward | None = None
+    more_columns: dict[str, tuple[str, float]] = field(default_factory=dict)
+
+    def measure_columns(self) -> dict[str, tuple[str, float]]:
+        """Each cost measure's column and scale."""
+        known = {"params": (self.params_column, 1e6), **self.more_columns}
+        if self.latency_column:
+            known["latency_ms"] = (self.latency_column, 1.0)
+        return known
+
+    def measures(self) -> list[str]:
+        """The cost measures the search reads: its limits' and its reward's."""
+        return list(dict.fromkeys([*self.limits, *([self.reward.cost_metric] if self.reward else [])]))
 
     def columns(self) -> list[str]:
         """The columns these settings read."""
+        known = self.measure_columns()
         wanted = [g.metric for g in self.objectives] + ([self.latency_column] if self.latency_column else [])
-        if "params" in self.limits:
-            wanted.append(self.params_column)
-        return list(dict.fromkeys(wanted))
+        return list(dict.fromkeys(wanted + [known[m][0] for m in self.measures() if m in known]))
 
     def figures(self, table: Table, key: str) -> dict[str, float]:
         figures = {g.metric: table.columns[g.metric][key] for g in self.objectives}
-        if self.latency_column:
-            figures["latency_ms"] = table.columns[self.latency_column][key]
-        if "params" in self.limits:
-            figures["params"] = 1e6 * table.columns[self.params_column][key]
+        known = self.measure_columns()
+        for measure in self.measures():
+            column, scale = known[measure]
+            figures[measure] = scale * table.columns[column][key] if scale != 1.0 else table.columns[column][key]
         return figures
 
     def algorithm_kwargs(self, table: Table) -> dict[str, Any]:
-        if ("latency_ms" in self.limits or self.reward) and not self.latency_column:
-            raise ValueError("--max_latency_ms and --latency_target_ms need --latency_column")
+        unknown = [m for m in self.limits if m not in LIMITED]
+        if unknown:
+            raise ValueError(f"limits: {unknown} cannot be limited; known: {list(LIMITED)}")
+        missing = [m for m in self.measures() if m not in self.measure_columns()]
+        if missing:
+            flag = "--latency_column" if missing == ["latency_ms"] else "--measure_columns"
+            raise ValueError(f"the limits and reward on {missing} (--max_*, --latency_target_ms) need {flag}")
         measure = (lambda genotype: self.figures(table, genotype.key())) if self.limits else None
         return {"limits": self.limits, "measure": measure, "reward": self.reward}
+
+
+def check_objectives(goals: Sequence[Goal], search_metric: str, mode: str, report_metric: str,
+                     unpaid: Sequence[str] = ()) -> None:
+    """A search's goals must not read what it has not paid for: the first must be the search metric
+    (--search_metric, or the first --fidelities column) with --mode, and none may be the report
+    column or a higher fidelity's column (`unpaid`)."""
+    if not goals:
+        return
+    if search_metric and goals[0] != Goal(search_metric, mode):
+        raise ValueError(f"--objectives: the first must be the search metric and its mode ({search_metric}:{mode}, "
+                         f"from --search_metric or the first of --fidelities and --mode), got {goals[0]}")
+    for goal in goals:
+        if goal.metric == report_metric or goal.metric in unpaid:
+            what = "the report column (--report_metric)" if goal.metric == report_metric else \
+                "a higher fidelity's column (--fidelities), which the search has not paid for"
+            raise ValueError(f"--objectives: {goal.metric} is {what}; a search may only read what it evaluated")
 
 
 def run_once(table: Table, space_name: str, algorithm: str, budget: int, seed: int, mode: str,
@@ -189,8 +227,6 @@ def run_benchmark(table: Table, space_name: str, algorithms: Sequence[str], budg
     and each run's front at the end; with `gap_limits` on the latency column: the mean gap under them
     (the table's front and the gaps score cells by the column `report_metric`). Figures are given at
     `marks` evaluations (default: about 10, 25, 50 and 100% of the budget)."""
-    from experiments.fronts import LimitGaps, TableFront, found_front
-
     unknown = [a for a in algorithms if a not in ALGORITHMS]
     if unknown:
         raise ValueError(f"algorithms: unknown {unknown}; known: {sorted(ALGORITHMS)}")
@@ -203,9 +239,7 @@ def run_benchmark(table: Table, space_name: str, algorithms: Sequence[str], budg
         raise ValueError(f"evaluations to report at: {marks} must lie within 1..{budget}")
     if gap_limits and not costs.objectives:
         raise ValueError("limit gaps score a search's front: give --objectives")
-    if search_metric and costs.objectives and costs.objectives[0] != Goal(search_metric, mode):
-        raise ValueError(f"objectives: the first must be the search metric and its mode "
-                         f"({search_metric}:{mode}), got {costs.objectives[0]}")
+    check_objectives(costs.objectives, search_metric or table.search_column, mode, report_metric or table.report_column)
     true_front = TableFront.of(table, costs.objectives, report_metric) if len(costs.objectives) > 1 else None
     gaps = LimitGaps.of(table, costs.latency_column, gap_limits) if gap_limits and costs.latency_column else None
     curves, summary, fronts = {}, {}, {}

@@ -205,10 +205,47 @@ def test_a_pareto_search_resumes_to_the_same_state(tmp_path):
     assert list(algorithm.population) == list(reference.population)
 
 
-def test_pareto_evolution_refuses_one_objective_and_rungs():
+def test_pareto_evolution_refuses_one_objective_and_a_reward():
     with pytest.raises(ValueError, match="at least two"):
         ParetoEvolution(SPACE, objectives=["val_accuracy:max"])
+    with pytest.raises(ValueError, match="reward"):
+        _pareto(reward=MnasReward("latency_ms", 5.0))
+
+
+def test_pareto_evolution_with_rungs_ranks_like_with_like_and_resumes(tmp_path):
+    """Pareto evolution takes rungs: each member is ranked at the highest rung the whole population
+    reached, the rung rule goes by the first goal, and the journal replays to the same state."""
     from evolution import Rungs
 
-    with pytest.raises(ValueError, match="rungs"):
-        ParetoEvolution(SPACE, rungs=Rungs((1, 3)))
+    path = str(tmp_path / "j.jsonl")
+    algorithm = _pareto(journal_path=path, rungs=Rungs((1, 3)))
+    for _ in range(80):
+        trial = algorithm.ask()
+        metrics = metrics_of(trial)
+        for rung in range(trial.start_rung, 2):
+            metrics = {**metrics, "val_accuracy": metrics["val_accuracy"] + 0.01 * rung}
+            if algorithm.report(trial.trial_id, rung, metrics) != "continue":
+                break
+        algorithm.tell(trial.trial_id, algorithm.rung_results[trial.trial_id][-1])
+    assert any(algorithm.highest_rung(t) == 1 for t in algorithm.trials)
+    assert any(t.parent_id is not None for t in algorithm.trials.values())
+    algorithm.close()
+    replayed = resume(path, read_only=True)
+    assert replayed.rng.getstate() == algorithm.rng.getstate() and replayed.front() == algorithm.front()
+    assert list(replayed.population) == list(algorithm.population)
+
+
+def test_the_reward_refuses_an_objective_to_minimise():
+    """Defect: with mode=min the reward scaled a loss down for a slower cell, preferring it."""
+    with pytest.raises(ValueError, match="larger is better"):
+        RegularizedEvolution(SPACE, objective="val_loss", mode="min", reward=MnasReward("latency_ms", 10))
+
+
+def test_the_reward_of_a_larger_is_better_cost_favours_the_faster_cell():
+    """Defect: images_per_sec was taken as a cost, so the reward preferred the slower cell."""
+    reward = MnasReward("images_per_sec", 100.0)
+    fast = reward.score(0.9, {"images_per_sec": 200.0})
+    slow = reward.score(0.9, {"images_per_sec": 50.0})
+    assert fast > 0.9 > slow
+    latency = MnasReward("latency_ms", 10.0)
+    assert latency.score(0.9, {"latency_ms": 5.0}) > 0.9 > latency.score(0.9, {"latency_ms": 20.0})

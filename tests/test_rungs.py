@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from evolution import RandomSearch, RegularizedEvolution, resume
-from evolution.rungs import CONTINUE, STOP, Promotions, Rungs
+from evolution.rungs import CONTINUE, PAUSE, STOP, PausingPromotions, Promotions, Rungs
 from experiments.simulator import Fidelities, parse_fidelities, run_time_benchmark, simulate
 from experiments.tabular import load_table, run_once, write_synthetic_table
 from searchspace import NasBench201Space
@@ -142,3 +142,121 @@ def test_time_benchmark_summary_and_command(table, tmp_path):
         Fidelities({1: "val"}, rungs=(1, 4))
     with pytest.raises(ValueError, match="EPOCHS:COLUMN"):
         parse_fidelities(["val"])
+
+
+def test_the_rung_rule_is_chosen_by_name_and_named_in_the_journal(tmp_path):
+    from evolution import RUNG_RULES
+
+    assert set(RUNG_RULES) >= {"stopping", "promotion"}
+    journal = str(tmp_path / "journal.jsonl")
+    algorithm = RegularizedEvolution(NasBench201Space(), population_size=4, sample_size=2, seed=0,
+                                     journal_path=journal, rungs=Rungs((1, 3)), rung_rule="promotion")
+    algorithm.close()
+    assert json.loads(open(journal).readline())["rung_rule"] == "promotion"
+    assert resume(journal, read_only=True).rung_rule.name == "promotion"
+    with pytest.raises(ValueError, match="rung_rule: unknown 'nope'"):
+        RegularizedEvolution(NasBench201Space(), rungs=Rungs((1, 3)), rung_rule="nope")
+
+
+def test_a_journal_without_a_rule_name_replays_as_the_stopping_rule(tmp_path):
+    journal = str(tmp_path / "journal.jsonl")
+    algorithm = RegularizedEvolution(NasBench201Space(), population_size=8, sample_size=3, seed=4,
+                                     journal_path=journal, rungs=Rungs((1, 3, 9)))
+    drive(algorithm, 60, (1, 3, 9))
+    algorithm.close()
+    lines = open(journal).read().splitlines()
+    start = json.loads(lines[0])
+    del start["rung_rule"]  # as written before rules had names
+    (tmp_path / "old.jsonl").write_text("\n".join([json.dumps(start), *lines[1:]]) + "\n")
+    replayed = resume(str(tmp_path / "old.jsonl"), read_only=True)
+    assert replayed.rung_rule.name == "stopping" and replayed.decisions == algorithm.decisions
+
+
+def test_the_promotion_rule_pauses_and_promotes_the_best_paused_when_the_share_allows():
+    rule = PausingPromotions(Rungs((12, 200)))
+    # like the stopping rule's test: 188 extra epochs need 47 x 12 epochs at rung 0
+    assert all(rule.decide(0, float(v), 1.0, v) == PAUSE for v in range(46))
+    assert rule.promotion() is None  # the leader (45) waits: the share is not there yet
+    assert rule.decide(0, 1.5, 1.0, 46) == PAUSE
+    assert rule.promotion() == (45, 0)  # the 47th result paid for it: the best paused goes on
+    rule.promote(45, 0)
+    assert rule.promotion() is None and rule.decide(1, 50.0, 1.0, 45) == STOP  # the top rung ends a trial
+
+
+def test_a_rung_leader_after_a_spent_share_waits_instead_of_being_stopped():
+    """The stopping rule's limit: a leader that arrives just after a promotion spent the share is
+    stopped for good; the promotion rule lets it go on once the share allows."""
+    stopping, promotion = Promotions(Rungs((1, 3))), PausingPromotions(Rungs((1, 3)))
+    values = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 0.1, 0.2, 0.3, 0.4, 0.5]  # a continuation costs 2 of 6
+    decisions = [stopping.decide(0, v, 1.0) for v in values]
+    assert decisions[5] == CONTINUE and decisions[6:] == [STOP] * 6  # the leader 7.0, right after: stopped
+    promoted = []
+    for trial_id, value in enumerate(values):
+        promotion.decide(0, value, 1.0, trial_id)
+        while (chosen := promotion.promotion()) is not None:
+            promotion.promote(*chosen)
+            promoted.append(chosen[0])
+    assert promoted == [5, 6]  # 7.0 went on once the rung had paid for it
+
+
+def drive_pausing(algorithm, n, rungs, fitness=hashed_fitness):
+    """One trial at a time; a paused trial frees its worker untold, a continuation goes on from its rung."""
+    handed = []
+    while algorithm.completed() < n:
+        trial = algorithm.ask()
+        handed.append((trial.trial_id, trial.start_rung))
+        for rung in range(trial.start_rung, len(rungs)):
+            decision = algorithm.report(trial.trial_id, rung, {"val_accuracy": fitness(trial.genotype.key()) + 0.01 * rung})
+            if decision != CONTINUE:
+                break
+        if decision == STOP:
+            algorithm.tell(trial.trial_id, algorithm.rung_results[trial.trial_id][-1])
+    return handed
+
+
+def test_continuations_are_journaled_and_replayed(tmp_path):
+    journal = str(tmp_path / "journal.jsonl")
+    algorithm = RegularizedEvolution(NasBench201Space(), population_size=8, sample_size=3, seed=4,
+                                     journal_path=journal, rungs=Rungs((1, 3, 9)), rung_rule="promotion")
+    handed = drive_pausing(algorithm, 15, (1, 3, 9))
+    continued = [(t, r) for t, r in handed if r > 0]
+    assert continued and all(algorithm.trials[t].trial_id == t for t, _ in continued)
+    events = [json.loads(line) for line in open(journal)]
+    assert [(e["trial_id"], e["rung"] + 1) for e in events if e["event"] == "continue"] == continued
+    assert algorithm.paused() and not set(algorithm.paused()) & set(algorithm.pending())
+    algorithm.close()
+    resumed = resume(journal)
+    assert resumed.decisions == algorithm.decisions and resumed.rng.getstate() == algorithm.rng.getstate()
+    assert resumed.paused() == algorithm.paused() and resumed.waiting_reissue() == 0
+    assert resumed.report(continued[0][0], continued[0][1] - 1, {"val_accuracy": 0.0}) == CONTINUE  # decided before
+    reference = RegularizedEvolution(NasBench201Space(), population_size=8, sample_size=3, seed=4,
+                                     rungs=Rungs((1, 3, 9)), rung_rule="promotion")
+    drive_pausing(reference, 15, (1, 3, 9))
+    assert drive_pausing(resumed, 40, (1, 3, 9)) == drive_pausing(reference, 40, (1, 3, 9))
+    resumed.close()
+
+
+@pytest.mark.parametrize("rule", ["stopping", "promotion"])
+def test_the_simulator_drives_either_rule(table, rule):
+    fidelities = Fidelities({1: "val", 4: "hi"}, rungs=(1, 4), reduction_factor=2, rule=rule)
+    times, picks, started = simulate(table, "nasbench201", "regularized_evolution", fidelities, "cost",
+                                     budget_s=400, workers=4, seed=0, mode="max",
+                                     params={"population_size": 10, "sample_size": 3})
+    assert np.all(np.diff(times) >= 0) and not np.isnan(picks[-1]) and started > 50
+    with pytest.raises(ValueError, match="--rung_rule: unknown"):
+        Fidelities({1: "val"}, rule="nope")
+
+
+def test_a_simulated_pareto_search_may_not_read_the_report_column_or_a_higher_fidelity(table):
+    """Defect: with --budget_s, Pareto evolution could take the report column (or a fidelity it had
+    not paid for) as its first objective and report inflated results."""
+    from evolution.objectives import parse_goals
+    from experiments.tabular import TableCosts
+
+    for goals, unpaid in (("test:max,cost:min", "report column"), ("hi:max,cost:min", "higher fidelity")):
+        with pytest.raises(ValueError, match=f"--objectives: .*{unpaid}|--objectives: the first"):
+            run_time_benchmark(table, "nasbench201", ["pareto_evolution"], Fidelities({1: "val", 4: "hi"}, (1, 4)),
+                               "cost", 100, 2, 1, 0, "max", {}, TableCosts(objectives=parse_goals(goals)))
+    with pytest.raises(ValueError, match="--objectives: test is the report column"):
+        run_time_benchmark(table, "nasbench201", ["pareto_evolution"], Fidelities({1: "val"}), "cost", 100, 2, 1, 0,
+                           "max", {}, TableCosts(objectives=parse_goals("val:max,test:max")))

@@ -144,11 +144,56 @@ def test_command_on_a_simulated_clock(table_path, tmp_path):
     plot = tmp_path / "hours.svg"
     result = amoeba("benchmark", f"--table={table_path}", "--report_metric=test", "--fidelities=1:val,4:test",
                     "--rungs=1,4", "--budget_s=200", "--workers=4", "--runs=5", f"--plot={plot}", "--format=json",
-                    "--latency_column=lat", "--max_latency_ms=9", "--latency_target_ms=8")  # limited, rewarded
+                    "--latency_column=lat", "--max_latency_ms=9", "--latency_target_ms=8",  # limited, rewarded
+                    "--rung_rule=promotion")
     figures = json.loads(result.stdout.strip().splitlines()[-1])
     assert figures["rungs"] == [1, 4] and figures["workers"] == 4 and "pick" in figures
+    assert figures["rung_rule"] == "promotion"
     assert set(figures["summary"]["random"]) == {"0.1", "0.25", "0.5", "1"}
     assert "simulated hours" in plot.read_text()
     bad = amoeba("benchmark", f"--table={table_path}", "--report_metric=test", "--search_metric=val",
                  "--rungs=1,4", "--plot=", check=False)
     assert bad.returncode == 1 and "--rungs needs --budget_s" in bad.stderr
+
+
+def test_pareto_evolution_may_not_take_the_report_column_as_a_goal(table_path):
+    """Defect: a goal naming the report column (first or not) reported inflated results; the refusal
+    names the flag."""
+    from evolution.objectives import parse_goals
+    from experiments.tabular import TableCosts
+
+    table = load_table(table_path, "nasbench201", "arch", "val", "test", ["lat"])
+    for goals in ("test:max,lat:min", "val:max,test:max"):
+        with pytest.raises(ValueError, match="--objectives"):
+            run_benchmark(table, "nasbench201", ["pareto_evolution"], 20, 1, 0, "max", {}, False,
+                          TableCosts("lat", objectives=parse_goals(goals)), report_metric="test", search_metric="val")
+
+
+def test_any_limited_measure_is_read_from_its_column(table_path):
+    """A limit on a measure without a flag of its own (multiply_adds) is one column entry; a limit
+    on a measure that cannot be limited, or without a column, is refused naming the flags."""
+    from experiments.tabular import TableCosts
+
+    table = load_table(table_path, "nasbench201", "arch", "val", "test", ["lat"])
+    ceiling = float(np.median(list(table.columns["lat"].values())))
+    costs = TableCosts(limits={"multiply_adds": 1000 * ceiling}, more_columns={"multiply_adds": ("lat", 1000.0)})
+    _, keys = run_once(table, "nasbench201", "regularized_evolution", 60, 0, "max",
+                       {"population_size": 10, "sample_size": 3}, False, costs)
+    assert max(table.columns["lat"][k] for k in keys) <= ceiling
+    with pytest.raises(ValueError, match="cannot be limited"):
+        run_once(table, "nasbench201", "random", 5, 0, "max", {}, False, TableCosts(limits={"step_ms": 1.0}))
+    with pytest.raises(ValueError, match="need --measure_columns"):
+        run_once(table, "nasbench201", "random", 5, 0, "max", {}, False, TableCosts(limits={"multiply_adds": 1.0}))
+
+
+def test_the_benchmark_commands_algorithm_defaults_are_the_algorithms():
+    from evolution import RegularizedEvolution
+    from evolution.params import EvolutionParams
+    from experiments.commands import benchmark
+
+    declared = EvolutionParams()
+    for name in ("population_size", "sample_size"):
+        assert benchmark.FLAGS[name].default == getattr(declared, name)
+        assert benchmark.FLAGS[name].help.startswith(("P:", "S:"))
+    assert RegularizedEvolution(NasBench201Space()).params() == {"population_size": declared.population_size,
+                                                                  "sample_size": declared.sample_size}

@@ -83,3 +83,15 @@ def test_tune_checkpoint_is_a_json_pointer_to_the_journal(tmp_path):
         pickle.loads(data)
     algorithm.close()
     assert resume(str(tmp_path / "j.jsonl")).pending() == [0]
+
+
+def test_a_rung_rule_that_pauses_trials_is_refused_through_tune(tmp_path):
+    """The promotion rule pauses trials, which the Tune adapter cannot continue: refused, not silently run."""
+    from evolution import Rungs
+    from evolution.tune_searcher import RungScheduler
+
+    algorithm = RegularizedEvolution(NasNetSpace(), population_size=2, sample_size=2, seed=0,
+                                     rungs=Rungs((1, 3)), rung_rule="promotion")
+    for adapter in (lambda: EvolutionSearcher(algorithm, 3), lambda: RungScheduler(algorithm)):
+        with pytest.raises(ValueError, match="rung_rule: the 'promotion' rule pauses"):
+            adapter()

@@ -8,7 +8,9 @@ whole space. Prints mean and standard deviation of the report metric of each alg
 
 With --budget_s the budget is simulated wall time (experiments/simulator.py): every evaluation
 costs its epochs times --cost_column, --workers run at once, --fidelities name the search metric
-at each number of epochs, and --rungs make the search multi-fidelity (evolution/rungs.py).
+at each number of epochs, and --rungs make the search multi-fidelity under --rung_rule
+(evolution/rungs.py RUNG_RULES: stopping or promotion). The algorithms' own parameters take their
+defaults and help from evolution/params.py.
 """
 
 from __future__ import annotations
@@ -19,7 +21,12 @@ import json
 
 from absl import app, flags
 
+from evolution.objectives import LIMITED, MEASURES
+from evolution.params import EvolutionParams, help_of
+from evolution.rungs import RUNG_RULES
 from experiments.commands import whole_numbers
+
+_PARAMS = EvolutionParams()  # the algorithms' own defaults and help: declared once, in evolution/params.py
 
 FLAGS = flags.FlagValues()
 F = {"flag_values": FLAGS}
@@ -33,8 +40,8 @@ flags.DEFINE_list("algorithms", ["regularized_evolution", "random"], "Algorithms
 flags.DEFINE_integer("budget", 150, "Evaluations per run.", **F)
 flags.DEFINE_integer("runs", 100, "Runs per algorithm (seeds seed..seed+runs-1).", **F)
 flags.DEFINE_integer("seed", 0, "First seed.", **F)
-flags.DEFINE_integer("population_size", 20, "P of regularized evolution.", **F)
-flags.DEFINE_integer("sample_size", 5, "S of regularized evolution.", **F)
+for _name in ("population_size", "sample_size"):
+    flags.DEFINE_integer(_name, getattr(_PARAMS, _name), help_of(EvolutionParams)[_name], **F)
 flags.DEFINE_float("budget_s", 0, "Simulated wall-clock budget in seconds (0: count evaluations, --budget).", **F)
 flags.DEFINE_string("cost_column", None, "Column of seconds per training epoch: what an evaluation costs "
                     "(with --budget_s; without it an epoch costs 1).", **F)
@@ -44,6 +51,9 @@ flags.DEFINE_list("fidelities", [], "EPOCHS:COLUMN pairs, the search metric at e
 flags.DEFINE_list("rungs", [], "Epochs at which trials report and ASHA decides (a subset of the "
                   "fidelities' epochs, e.g. 12,200); default: every evaluation at the first fidelity.", **F)
 flags.DEFINE_float("reduction_factor", 3.0, "ASHA's eta: the top 1/eta at a rung goes on.", **F)
+flags.DEFINE_enum("rung_rule", "stopping", sorted(RUNG_RULES), "With --rungs: the rule that decides at each rung "
+                  "(evolution/rungs.py): stopping (go on or stop when a trial reports) or promotion (a trial "
+                  "pauses at its rung; the best paused one goes on when the rung's share allows).", **F)
 flags.DEFINE_integer("epochs", 12, "Epochs one evaluation costs without --fidelities.", **F)
 flags.DEFINE_bool("dedup", False, "Do not charge an architecture already evaluated to the budget.", **F)
 flags.DEFINE_list("objectives", [], "COLUMN:max|min goals (e.g. val_acc_12ep:max,latency_ms_pixel3:min): "
@@ -52,9 +62,13 @@ flags.DEFINE_list("objectives", [], "COLUMN:max|min goals (e.g. val_acc_12ep:max
 flags.DEFINE_string("latency_column", None, "Column of a cell's latency (ms): what --max_latency_ms, "
                     "--latency_target_ms and the per-limit gaps read.", **F)
 flags.DEFINE_string("params_column", "params_mb", "Column of a cell's parameters, in millions (--max_params).", **F)
-flags.DEFINE_integer("max_params", 0, "A proposal with more parameters is rejected before it is charged.", **F)
-flags.DEFINE_float("max_latency_ms", 0, "A proposal slower than this (--latency_column) is rejected before "
-                   "it is charged.", **F)
+for _measure in LIMITED:  # a limit per limited measure (evolution/objectives.py)
+    flags.DEFINE_float(f"max_{_measure}", 0, f"A proposal whose {_measure} ({MEASURES[_measure].description}) is "
+                       "above this is rejected before it is charged; 0: no limit. Read from --latency_column, "
+                       "--params_column or --measure_columns.", **F)
+flags.DEFINE_list("measure_columns", [], "MEASURE:COLUMN[:SCALE] items: the table column holding a limited "
+                  "measure (times SCALE, default 1), for measures without a flag of their own "
+                  "(e.g. multiply_adds:madds_m:1e6).", **F)
 flags.DEFINE_float("latency_target_ms", 0, "> 0: the search scores cells by MnasNet's reward, search metric x "
                    "(latency / target)^--latency_weight.", **F)
 flags.DEFINE_float("latency_weight", -0.07, "The reward's exponent.", **F)
@@ -84,12 +98,12 @@ def main(args: list[str]) -> None:
         return time_benchmark(plot_best_so_far)
     from experiments.tabular import load_table, run_benchmark
 
-    for name in ("fidelities", "rungs", "cost_column"):
-        if FLAGS[name].value:
+    for name in ("fidelities", "rungs", "cost_column", "rung_rule"):
+        if FLAGS[name].value and FLAGS[name].present:
             raise app.UsageError(f"--{name} needs --budget_s (a simulated time budget)")
     from experiments.fronts import percentile_limits
 
-    params = {"population_size": FLAGS.population_size, "sample_size": FLAGS.sample_size}
+    params = algorithm_params()
     try:
         costs = table_costs()
         table = load_table(FLAGS.table, FLAGS.space, FLAGS.arch_column, FLAGS.search_metric,
@@ -130,15 +144,35 @@ def main(args: list[str]) -> None:
         print(f"plot: {FLAGS.plot}")
 
 
+def algorithm_params() -> dict:
+    """The algorithms' own parameters the flags give (those of evolution/params.py)."""
+    return {name: FLAGS[name].value for name in ("population_size", "sample_size")}
+
+
 def table_costs():
     """The cost settings the flags give (experiments/tabular.py TableCosts)."""
     from evolution.objectives import MnasReward, parse_goals
     from experiments.tabular import TableCosts
 
-    limits = {"params": FLAGS.max_params, "latency_ms": FLAGS.max_latency_ms}
+    limits = {m: FLAGS[f"max_{m}"].value for m in LIMITED if FLAGS[f"max_{m}"].value}
     reward = MnasReward("latency_ms", FLAGS.latency_target_ms, FLAGS.latency_weight) if FLAGS.latency_target_ms else None
-    return TableCosts(FLAGS.latency_column, FLAGS.params_column, parse_goals(FLAGS.objectives),
-                      {k: v for k, v in limits.items() if v}, reward)
+    return TableCosts(FLAGS.latency_column, FLAGS.params_column, parse_goals(FLAGS.objectives), limits, reward,
+                      measure_columns(FLAGS.measure_columns))
+
+
+def measure_columns(items: list[str]) -> dict[str, tuple[str, float]]:
+    """--measure_columns: MEASURE:COLUMN[:SCALE] items as {measure: (column, scale)}."""
+    columns = {}
+    for item in items:
+        measure, _, rest = item.partition(":")
+        column, _, scale = rest.partition(":")
+        try:
+            columns[measure] = (column, float(scale or 1.0))
+        except ValueError:
+            raise ValueError(f"--measure_columns: {item!r} is not MEASURE:COLUMN[:SCALE]") from None
+        if measure not in LIMITED or not column:
+            raise ValueError(f"--measure_columns: {item!r} is not MEASURE:COLUMN[:SCALE] with a measure of {list(LIMITED)}")
+    return columns
 
 
 def time_benchmark(plot) -> None:
@@ -146,11 +180,13 @@ def time_benchmark(plot) -> None:
     from experiments.simulator import Fidelities, parse_fidelities, run_time_benchmark
     from experiments.tabular import load_table
 
-    params = {"population_size": FLAGS.population_size, "sample_size": FLAGS.sample_size}
+    params = algorithm_params()
     try:
         columns = parse_fidelities(FLAGS.fidelities) or {FLAGS.epochs: FLAGS.search_metric}
         rungs = tuple(whole_numbers("rungs", FLAGS.rungs))
-        fidelities = Fidelities(columns, rungs, FLAGS.reduction_factor)
+        if FLAGS["rung_rule"].present and not rungs:
+            raise ValueError("--rung_rule needs --rungs")
+        fidelities = Fidelities(columns, rungs, FLAGS.reduction_factor, FLAGS.rung_rule)
         costs = table_costs()
         more = [*columns.values(), *([FLAGS.cost_column] if FLAGS.cost_column else []), *costs.columns()]
         table = load_table(FLAGS.table, FLAGS.space, FLAGS.arch_column, columns[fidelities.first],

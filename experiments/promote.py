@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-import math
 import os
 import re
 import tempfile
@@ -25,12 +24,12 @@ from typing import Any
 import pandas as pd
 
 from evolution import SearchAlgorithm, resume
-from experiments.search import JOURNAL, trial_resources
+from experiments import ranking
+from experiments.layout import JOURNAL, PLAN, RESULT
+from experiments.resources import trial_resources
 from trainer import storage
 from trainer.train_config import PROGRESS, TrainConfig, config_from_saved
 
-PLAN = "promote_plan.json"
-RESULT = "result.json"
 RESULT_KEY = "promote_result"  # the trial's result.json, as JSON text in its Tune report
 COMPARISON_COLUMNS = [
     "name", "kind", "model", "status", "params", "multiply_adds", "top1", "top5", "epochs", "wall_seconds",
@@ -119,26 +118,15 @@ class PlannedModel:
 
 
 def best_distinct_trials(algorithm: SearchAlgorithm, k: int) -> list[int]:
-    """Ids of the k best successful trials by the objective at the highest rung each reached
-    (higher rungs first; ties: fewer parameters, then the earlier trial), a genotype seen twice
-    counted once. A search of several goals (Pareto evolution): k cells evenly spaced along its
-    front in the order of its last goal (the cost), cheapest to dearest, then the best others."""
-    def rank(tid: int) -> tuple:
-        rung, value = algorithm.standing(tid)
-        return -rung, -value, algorithm.outcomes[tid].metrics.get("params") or math.inf, tid
-
-    ranked = sorted((tid for tid, outcome in algorithm.outcomes.items() if outcome.status == "ok"), key=rank)
-    if len(algorithm.goals) > 1:
-        spread = spread_along_front(algorithm, k)
-        ranked = spread + [tid for tid in ranked if tid not in spread]
-    chosen: list[int] = []
-    seen: set[str] = set()
-    for tid in ranked:
-        key = algorithm.trials[tid].genotype.key()
-        if len(chosen) < k and key not in seen:
-            seen.add(key)
-            chosen.append(tid)
-    return chosen
+    """Ids of the k best distinct genotypes' trials as the search ranks them (experiments/ranking.py:
+    its score and mode, like with like across rungs; ties: fewer parameters, then the earlier trial).
+    A search of several goals (Pareto evolution): k cells evenly spaced along its front in the order
+    of its last goal (the cost), cheapest to dearest, then the best others."""
+    if len(algorithm.goals) <= 1:
+        return ranking.ranked(algorithm, k, distinct=True)
+    spread = spread_along_front(algorithm, k)
+    rest = [tid for tid in ranking.ranked(algorithm) if tid not in spread]
+    return ranking.first(algorithm, spread + rest, k)
 
 
 def spread_along_front(algorithm: SearchAlgorithm, k: int) -> list[int]:
@@ -169,7 +157,7 @@ def top_genotypes(search_dir: str, k: int) -> list[PlannedModel]:
     prefix = os.path.basename(os.path.normpath(search_dir))
     return [PlannedModel(name=f"{prefix}-trial{tid}", kind="searched", model="genotype",
                          genotype=algorithm.trials[tid].genotype.to_json(), search_trial_id=tid,
-                         search_val_accuracy=float(algorithm.outcomes[tid].metrics[algorithm.objective]),
+                         search_val_accuracy=float(ranking.result_of(algorithm, tid)[algorithm.objective]),
                          search_dir=os.path.abspath(search_dir))
             for tid in chosen]
 

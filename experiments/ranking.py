@@ -53,8 +53,15 @@ def ranked(algorithm: SearchAlgorithm, k: int | None = None, distinct: bool = Fa
         picks = iter(pool)
     else:
         picks = _picks(algorithm, pool, key)
-    chosen, seen = [], set()
-    for tid in picks:
+    return first(algorithm, picks, k, distinct)
+
+
+def first(algorithm: SearchAlgorithm, ids: Iterable[int], k: int | None, distinct: bool = True) -> list[int]:
+    """The first `k` of `ids` in their order (all with None); `distinct`: a genotype seen before is
+    passed over."""
+    chosen: list[int] = []
+    seen: set[str] = set()
+    for tid in ids:
         if k is not None and len(chosen) >= k:
             break
         genotype = algorithm.trials[tid].genotype.key()

@@ -48,8 +48,7 @@ class Setting:
 
 
 def _hints(cls: type) -> dict[str, Any]:
-    module = sys.modules.get(cls.__module__)
-    return typing.get_type_hints(cls, vars(module) if module else None)
+    return typing.get_type_hints(cls)  # each class of the MRO's names in its own module
 
 
 def _kind(hint: Any, where: str) -> tuple[type, bool]:

@@ -76,6 +76,8 @@ class SearchConfig:
                                              "showing the last error (0: never).")
     reuse_workers: bool = _runs(True, "Keep each trial worker process warm for the next trial (Ray Tune actor "
                                       "reuse); --noreuse_workers starts a fresh process per trial.")
+    progress_every_s: float = _runs(60.0, "Seconds between the search's progress lines (done, running, best, "
+                                          "trials per hour, ETA).")
     # Tune holds about 100 KB of driver memory per trial of an experiment until it ends
     # (benchmarks/README.md: search_scaling.py): a longer search runs several in turn
     trials_per_tuner: int = _runs(200, "Trials per Ray Tune experiment; a longer search runs several in turn "

@@ -62,7 +62,8 @@ _SETTINGS: dict[int, list[Setting]] = {}  # by id(FlagValues): each command's ow
 
 def define_recipe_flags(values: flags.FlagValues) -> None:
     _SETTINGS[id(values)] = define_flags(TrainConfig, values, skip=NOT_RECIPE, help=HELP, rename=RENAME,
-                                         choices=CHOICES, deprecated=DEPRECATED)
+                                         choices=CHOICES, deprecated=DEPRECATED,
+                                         module_name=__name__)
 
 
 def recipe_from_flags(values: flags.FlagValues, command: str) -> dict[str, Any]:

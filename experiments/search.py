@@ -322,7 +322,7 @@ def summary(algorithm: SearchAlgorithm, output_dir: str) -> str:
     else:
         trial, outcome = best
         value = algorithm.score(outcome.metrics)
-        lines.append(f"best {'reward' if algorithm.reward else algorithm.objective}: {value:.4f} (trial {trial.trial_id}); "
+        lines.append(f"best {ranking.score_name(algorithm)}: {value:.4f} (trial {trial.trial_id}); "
                      f"genotype in {output_dir}/best_genotype.json")
         lines.append("top 5:")
         lines.append(top_table(algorithm, 5))

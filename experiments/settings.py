@@ -12,9 +12,10 @@ What a field's `metadata` may say (all optional):
   algorithm is built from: the journal's own record compares it, as the algorithm sees it) or
   "free" (how the run goes, not what it finds: time limits, resources, where results go).
 - `flatten` (a nested config dataclass, e.g. ProxyConfig): its fields are flags of their own,
-  with `rename` ({field: flag}), `choices` and `help` ({field: ...}, beside its own metadata), `skip` (fields with no flag), `shared` ({field: outer field} that
-  takes the outer field's value, e.g. the proxy's seed is the search's), `free` (fields a rerun
-  may change) and `resolve` ({field: function of the nested config} compared instead of the value).
+  with `rename` ({field: flag}), `choices` and `help` ({field: ...}, beside its own metadata),
+  `skip` (fields with no flag), `shared` ({field: outer field} that takes the outer field's value,
+  e.g. the proxy's seed is the search's), `free` (fields a rerun may change) and `resolve`
+  ({field: function of the nested config} compared instead of the value).
 
 Types: bool, int, float, str (an enum with choices), `X | None`, and `tuple[X, ...]` (a list
 flag, each item read as X, errors naming the flag). A field of another type needs `flag: False`.
@@ -100,21 +101,23 @@ def settings_of(cls: type, *, help: Mapping[str, str] | None = None, rename: Map
 
 
 def define_flags(cls: type, values: flags.FlagValues, *, deprecated: Mapping[str, str] | None = None,
-                 **how: Any) -> list[Setting]:
-    """Define one absl flag per setting of `cls` in `values` (defaults and choices the field's own);
-    `deprecated` ({old flag: flag}) also defines each old spelling, read by `from_flags` with a
-    warning. Returns the settings, for `from_flags`."""
+                 module_name: str | None = None, **how: Any) -> list[Setting]:
+    """Define one absl flag per setting of `cls` in `values` (defaults and choices the field's own;
+    `module_name`: the module `--help` lists them under); `deprecated` ({old flag: flag}) also
+    defines each old spelling, read by `apply_deprecated` with a warning. Returns the settings, for
+    `flag_settings`."""
     settings = list(settings_of(cls, **how))
     by_flag = {s.flag: s for s in settings}
+    module = {"module_name": module_name or cls.__module__}
     for s in settings:
-        _define(s.flag, s, s.default, s.help, values)
+        _define(s.flag, s, s.default, s.help, values, module)
     for old, new in (deprecated or {}).items():
-        _define(old, by_flag[new], None, f"Deprecated: --{new}.", values)
+        _define(old, by_flag[new], None, f"Deprecated: --{new}.", values, module)
     return settings
 
 
-def _define(name: str, s: Setting, default: Any, text: str, values: flags.FlagValues) -> None:
-    F = {"flag_values": values}
+def _define(name: str, s: Setting, default: Any, text: str, values: flags.FlagValues, module: dict) -> None:
+    F = {"flag_values": values, **module}
     if s.is_list:
         shown = None if default is None else [f"{v:g}" if isinstance(v, float) else str(v) for v in default]
         flags.DEFINE_list(name, shown, text, **F)

@@ -23,7 +23,7 @@ FLAGS = flags.FlagValues()
 
 def define_search_flags(values: flags.FlagValues, cls: type = SearchConfig) -> list[Setting]:
     """One flag per setting of `cls` (SearchConfig, or a subclass with more fields)."""
-    return define_flags(cls, values)
+    return define_flags(cls, values, module_name=__name__)
 
 
 SETTINGS = define_search_flags(FLAGS)

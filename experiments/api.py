@@ -24,7 +24,7 @@ import difflib
 import inspect
 import os
 import time
-from typing import Any, Callable, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Mapping, NamedTuple
 from unittest import mock
 
 import pandas as pd

@@ -19,16 +19,21 @@ module orchestrates: it must not import TensorFlow (the training function runs i
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import inspect
 import os
 import time
-from typing import Any, Callable, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Mapping, NamedTuple
 from unittest import mock
 
 import pandas as pd
 
 from evolution import SearchAlgorithm
 from experiments.results import results_table
+from experiments import ranking
 from experiments.search import SearchConfig, open_search, run_search
+from experiments.settings import keywords
 from searchspace import SearchSpace
 
 
@@ -46,29 +51,17 @@ class SearchResults(NamedTuple):
     best: BestTrial | None  # None when no trial succeeded
 
 
-def search(
-    trainable: Callable[[dict[str, Any]], Any],
-    space: SearchSpace,
-    *,
-    output_dir: str,
-    max_trials: int,
-    population_size: int = 10,
-    sample_size: int = 3,
-    max_concurrent: int = 0,
-    seed: int = 0,
-    objective: str = "val_accuracy",
-    mode: str = "max",
-    algorithm: str = "regularized_evolution",
-    cpus_per_trial: float = 0.0,
-    gpus_per_trial: float = 0.0,
-    ray_address: str | None = None,
-    initial: Sequence[Any] = (),
-    trial_timeout_s: float = 0.0,
-    max_consecutive_failures: int = 5,
-) -> SearchResults:
+SETTINGS = keywords(SearchConfig)  # SearchConfig's fields a Python caller gives: each a keyword of search()
+
+
+def search(trainable: Callable[[dict[str, Any]], Any], space: SearchSpace, *, trial_timeout_s: float = 0.0,
+           **settings: Any) -> SearchResults:
     """Search `space` with `trainable` through Ray Tune; run it again with the same `output_dir` to
     resume (the same settings, else a ValueError says which differ).
 
+    The keywords are SearchConfig's settings (`SETTINGS`: output_dir, max_trials, population_size,
+    sample_size, max_concurrent, seed, objective, mode, algorithm, cpus_per_trial, gpus_per_trial,
+    initial, max_consecutive_failures, ...), with its defaults; `output_dir` is required.
     `trainable(config)` gets `config["genotype"]` (a genotype of `space`) and `config["trial_id"]`,
     and reports `objective` with `ray.tune.report({...})` (its last report counts), or returns a dict
     of metrics. An exception it raises, or a last report without `objective`, fails that candidate
@@ -85,14 +78,8 @@ def search(
     from searchspace import register_space
 
     register_space(type(space), space.to_config()["name"])  # the journal rebuilds it by this name
+    config = search_config(trainable, space, settings)
     _ship_by_value(trainable)
-    config = SearchConfig(
-        output_dir=output_dir, algorithm=algorithm, max_trials=max_trials, population_size=population_size,
-        sample_size=sample_size, max_concurrent=max_concurrent, seed=seed, cpus_per_trial=cpus_per_trial,
-        gpus_per_trial=gpus_per_trial, ray_address=ray_address, objective=objective, mode=mode,
-        space=space.to_config(), initial=tuple(g.to_json() if hasattr(g, "to_json") else g for g in initial),
-        trainable=f"{getattr(trainable, '__module__', '?')}.{getattr(trainable, '__qualname__', repr(trainable))}",
-        max_consecutive_failures=max_consecutive_failures)
     found = open_search(config)
     try:
         # Ray Tune would end the whole search at a result without the objective (a per-epoch report
@@ -100,11 +87,41 @@ def search(
         # result instead: without the objective, that trial failed, saying so.
         with mock.patch.dict(os.environ, {STRICT_METRICS: "1"}):
             run_search(config, found, make_trainable=lambda notes: tune.with_parameters(
-                user_trial, fn=trainable, space=space, objective=objective, timeout_s=trial_timeout_s,
+                user_trial, fn=trainable, space=space, objective=config.objective, timeout_s=trial_timeout_s,
                 notes=notes))
         return search_results(found)
     finally:
         found.close()  # the journal's lock too, however the search ended
+
+
+def search_config(trainable: Any, space: SearchSpace, settings: Mapping[str, Any],
+                  cls: type = SearchConfig) -> SearchConfig:
+    """The SearchConfig of a search() call: its keywords, the space and the function's name. A
+    keyword that is no setting is a TypeError naming it (and the nearest setting)."""
+    known = keywords(cls)
+    unknown = [name for name in settings if name not in known]
+    if unknown:
+        near = {n: difflib.get_close_matches(n, known, 1) for n in unknown}
+        raise TypeError("search() got unknown settings: " + ", ".join(
+            f"{n!r}" + (f" (did you mean {near[n][0]!r}?)" if near[n] else "") for n in unknown))
+    if "output_dir" not in settings:
+        raise TypeError("search() needs output_dir=")
+    initial = tuple(g.to_json() if hasattr(g, "to_json") else g for g in settings.get("initial", ()))
+    name = f"{getattr(trainable, '__module__', '?')}.{getattr(trainable, '__qualname__', repr(trainable))}"
+    return cls(**{**settings, "initial": initial}, space=space.to_config(), trainable=name)
+
+
+def _signature() -> inspect.Signature:
+    """search()'s signature as help() and editors show it: each setting a keyword, with its default."""
+    P = inspect.Parameter
+    return inspect.Signature(
+        [P("trainable", P.POSITIONAL_OR_KEYWORD), P("space", P.POSITIONAL_OR_KEYWORD),
+         P("trial_timeout_s", P.KEYWORD_ONLY, default=0.0)]
+        + [P(name, P.KEYWORD_ONLY, **({} if default is dataclasses.MISSING else {"default": default}))
+           for name, default in SETTINGS.items()], return_annotation=SearchResults)
+
+
+search.__signature__ = _signature()
 
 
 def _ship_by_value(fn: Any) -> None:
@@ -125,7 +142,7 @@ def _ship_by_value(fn: Any) -> None:
 
 def search_results(algorithm: SearchAlgorithm) -> SearchResults:
     """The table of every trial and the best one, of a search run or resumed read-only."""
-    best = algorithm.best()
+    best = ranking.best(algorithm)
     table = results_table(algorithm)
     extra = sorted({k for o in algorithm.outcomes.values() for k in o.metrics} - set(table.columns))
     for name in extra:  # what the user's function reported beyond our own measures

@@ -12,6 +12,8 @@ import time
 from ray.tune import Callback
 
 from evolution import SearchAlgorithm
+from experiments import ranking
+from experiments.layout import RESULT
 from trainer import storage
 from trainer.train_config import PROGRESS
 
@@ -31,7 +33,7 @@ def status_line(algorithm: SearchAlgorithm, max_trials: int) -> str:
     failed = sum(o.status == "failed" for o in algorithm.outcomes.values())
     infeasible = sum(o.status == "infeasible" for o in algorithm.outcomes.values())
     left = max(0, max_trials - done - running)
-    best = algorithm.best()
+    best = ranking.best(algorithm)
     best_text = f"best {algorithm.score(best[1].metrics):.4f} (trial {best[0].trial_id})" if best else "no best yet"
     over = f", {infeasible} infeasible" if infeasible else ""
     return f"{done}/{max_trials} done ({failed} failed{over}), {running} running, {left} left; {best_text}"
@@ -93,8 +95,6 @@ class ProgressCallback(Callback):
 def models_line(model_dirs: dict[str, str], elapsed_s: float) -> str:
     """Each model's state from its model_dir: done; building, tracing, or its step and pace (trainer's
     progress.json); or waiting (not started)."""
-    from experiments.promote import RESULT
-
     parts = []
     for name, folder in model_dirs.items():
         progress = storage.join(folder, PROGRESS)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-import math
 import os
 import re
 import tempfile
@@ -25,85 +24,20 @@ from typing import Any
 import pandas as pd
 
 from evolution import SearchAlgorithm, resume
-from experiments.search import JOURNAL, trial_resources
+from experiments import ranking
+from experiments.layout import JOURNAL, PLAN, RESULT
+from experiments.promote_config import PromoteConfig
+from experiments.resources import trial_resources
 from trainer import storage
 from trainer.train_config import PROGRESS, TrainConfig, config_from_saved
 
-PLAN = "promote_plan.json"
-RESULT = "result.json"
 RESULT_KEY = "promote_result"  # the trial's result.json, as JSON text in its Tune report
 COMPARISON_COLUMNS = [
     "name", "kind", "model", "status", "params", "multiply_adds", "top1", "top5", "epochs", "wall_seconds",
     "images_per_sec", "time_to_top1_s", "time_to_top5_s", "cost_to_top1", "cost_to_top5", "filters",
     "search_trial_id", "search_val_accuracy", "search_dir", "error",
 ]
-# Settings that change how the models run or are scored, not what is trained: free to change on a rerun.
-HOW_IT_RUNS = ("output_dir", "cpus_per_trial", "gpus_per_trial", "tpus_per_trial", "max_concurrent", "max_failures",
-               "ray_address", "cost_per_hour", "target_top1", "target_top5")
-RECIPE_HOW_IT_RUNS = ("eval_batch_size", "iterations_per_loop", "save_checkpoints_steps", "save_checkpoints_secs",
-                      "cache", "tpu")
 MATCH_TOLERANCE = 0.1  # the paper compares cells at equal size: within 10% of the target's parameters
-
-
-@dataclass(frozen=True)
-class PromoteConfig:
-    output_dir: str
-    data: str
-    recipe: dict[str, Any]  # TrainConfig fields but model, genotype, data and model_dir
-    search_dirs: tuple[str, ...] = ()
-    top_k: int = 3
-    baselines: tuple[str, ...] = ()
-    match_params: str | None = None  # a baseline name or a parameter count
-    target_top1: float = 0.0  # 0: no time-to-accuracy column
-    target_top5: float = 0.0
-    cost_per_hour: float = 0.0  # of one trial's resources (DAWNBench's cost); 0: no cost column
-    cpus_per_trial: float = 0.0
-    gpus_per_trial: float = 0.0
-    tpus_per_trial: int = 0
-    max_concurrent: int = 0
-    max_failures: int = 2
-    ray_address: str | None = None
-
-    def __post_init__(self) -> None:
-        if not self.search_dirs and not self.baselines:
-            raise ValueError("nothing to promote: give --search_dir, --baselines or both")
-        if self.top_k < 0:
-            raise ValueError(f"top_k: must be 0 or more, got {self.top_k}")
-        from trainer.models import MODEL_NAMES
-
-        unknown = [b for b in self.baselines if b not in MODEL_NAMES or b == "genotype"]
-        if unknown:
-            raise ValueError(f"baselines: unknown {unknown}; known: {[n for n in MODEL_NAMES if n != 'genotype']}")
-        if len(set(self.baselines)) < len(self.baselines):
-            raise ValueError(f"baselines: {list(self.baselines)} names a model twice")
-        if self.match_params and not self.match_params.isdigit() and self.match_params not in MODEL_NAMES:
-            raise ValueError(f"match_params: {self.match_params!r} is neither a model name nor a parameter count")
-        for name in ("target_top1", "target_top5"):
-            if not 0 <= getattr(self, name) <= 1:
-                raise ValueError(f"{name}: an accuracy in [0, 1], got {getattr(self, name)}")
-        self.train_config("check", "resnet20")  # the recipe's own checks, at once
-
-    def train_config(self, name: str, model: str, genotype: Any = None, **changes: Any) -> TrainConfig:
-        """The recipe for one model; the NASNet-only options (dropout, drop path, aux head) are off for
-        other families (ResNets)."""
-        from trainer.models import MODEL_FAMILIES
-
-        recipe = {**self.recipe, **changes}
-        if not MODEL_FAMILIES[model].nasnet:
-            recipe.update(dropout=0.0, drop_path_keep_prob=1.0, aux_weight=0.0)
-        if self.tpus_per_trial and not recipe.get("tpu"):
-            recipe["tpu"] = "local"  # the trial's own TPU chips (Ray's TPU resource)
-        base = self.output_dir if storage.is_gcs(self.output_dir) else os.path.abspath(self.output_dir)
-        return TrainConfig(model=model, genotype=genotype, data=self.data,
-                           model_dir=storage.join(base, "models", name), **recipe)
-
-    def settings(self) -> dict[str, Any]:
-        """What fixes the plan and the trained models (not how they run): compared on a rerun."""
-        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in HOW_IT_RUNS}
-        data["recipe"] = {k: list(v) if isinstance(v, tuple) else v for k, v in self.recipe.items()
-                          if k not in RECIPE_HOW_IT_RUNS}
-        data["search_dirs"], data["baselines"] = list(self.search_dirs), list(self.baselines)
-        return data
 
 
 @dataclass(frozen=True)
@@ -119,26 +53,15 @@ class PlannedModel:
 
 
 def best_distinct_trials(algorithm: SearchAlgorithm, k: int) -> list[int]:
-    """Ids of the k best successful trials by the objective at the highest rung each reached
-    (higher rungs first; ties: fewer parameters, then the earlier trial), a genotype seen twice
-    counted once. A search of several goals (Pareto evolution): k cells evenly spaced along its
-    front in the order of its last goal (the cost), cheapest to dearest, then the best others."""
-    def rank(tid: int) -> tuple:
-        rung, value = algorithm.standing(tid)
-        return -rung, -value, algorithm.outcomes[tid].metrics.get("params") or math.inf, tid
-
-    ranked = sorted((tid for tid, outcome in algorithm.outcomes.items() if outcome.status == "ok"), key=rank)
-    if len(algorithm.goals) > 1:
-        spread = spread_along_front(algorithm, k)
-        ranked = spread + [tid for tid in ranked if tid not in spread]
-    chosen: list[int] = []
-    seen: set[str] = set()
-    for tid in ranked:
-        key = algorithm.trials[tid].genotype.key()
-        if len(chosen) < k and key not in seen:
-            seen.add(key)
-            chosen.append(tid)
-    return chosen
+    """Ids of the k best distinct genotypes' trials as the search ranks them (experiments/ranking.py:
+    its score and mode, like with like across rungs; ties: fewer parameters, then the earlier trial).
+    A search of several goals (Pareto evolution): k cells evenly spaced along its front in the order
+    of its last goal (the cost), cheapest to dearest, then the best others."""
+    if len(algorithm.goals) <= 1:
+        return ranking.ranked(algorithm, k, distinct=True)
+    spread = spread_along_front(algorithm, k)
+    rest = [tid for tid in ranking.ranked(algorithm) if tid not in spread]
+    return ranking.first(algorithm, spread + rest, k)
 
 
 def spread_along_front(algorithm: SearchAlgorithm, k: int) -> list[int]:
@@ -169,7 +92,7 @@ def top_genotypes(search_dir: str, k: int) -> list[PlannedModel]:
     prefix = os.path.basename(os.path.normpath(search_dir))
     return [PlannedModel(name=f"{prefix}-trial{tid}", kind="searched", model="genotype",
                          genotype=algorithm.trials[tid].genotype.to_json(), search_trial_id=tid,
-                         search_val_accuracy=float(algorithm.outcomes[tid].metrics[algorithm.objective]),
+                         search_val_accuracy=float(ranking.result_of(algorithm, tid)[algorithm.objective]),
                          search_dir=os.path.abspath(search_dir))
             for tid in chosen]
 

@@ -11,10 +11,8 @@ each run. Reads only the runs' own files; must not train, search or talk to Ray.
 from __future__ import annotations
 
 import html
-import io
 import json
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,9 +20,12 @@ import numpy as np
 import pandas as pd
 
 from evolution import resume
-from experiments.promote import PLAN, best_distinct_trials, comparison_text, read_comparison
+from experiments import ranking
+from experiments.layout import CONFIG, JOURNAL, PLAN
+from experiments.promote import best_distinct_trials, comparison_text, read_comparison
+from experiments.report_figures import (  # noqa: F401 - pareto_front: its public name here too
+    cell_figure, hours_since_start, pareto_figure, pareto_front, progress_figure)
 from experiments.results import results_table
-from experiments.search import CONFIG, JOURNAL
 
 TOP_GENOTYPES = 3  # cells drawn per search
 
@@ -38,6 +39,12 @@ class SearchRun:
     table: pd.DataFrame  # experiments/results.py's results table
     settings: dict[str, Any]
     genotypes: dict[int, Any] = field(default_factory=dict)  # trial id -> genotype, of the best trials
+    score: str = ""  # the column the search ranked by: the objective, or "reward" with one
+    mode: str = "max"  # the search's direction: max or min
+    best_id: int | None = None  # the best trial as the search ranks them (experiments/ranking.py)
+
+    def __post_init__(self) -> None:
+        self.score = self.score or self.objective
 
 
 @dataclass
@@ -63,7 +70,9 @@ def load_run(folder: str) -> SearchRun | PromoteRun:
                 settings = json.loads(journal.readline())
         # the cells `amoeba promote --top_k` would pick: distinct, ties to fewer parameters
         genotypes = {tid: algorithm.trials[tid].genotype for tid in best_distinct_trials(algorithm, TOP_GENOTYPES)}
-        return SearchRun(name, folder, type(algorithm).name, algorithm.objective, table, settings, genotypes)
+        best = ranking.ranked(algorithm, 1)
+        return SearchRun(name, folder, type(algorithm).name, algorithm.objective, table, settings, genotypes,
+                         score=ranking.score_name(algorithm), mode=algorithm.mode, best_id=best[0] if best else None)
     if os.path.exists(os.path.join(folder, PLAN)) and os.path.exists(os.path.join(folder, "comparison.csv")):
         plan = json.load(open(os.path.join(folder, PLAN)))
         genotypes = {m["name"]: m["genotype"] for m in plan["models"] if m.get("genotype")}
@@ -72,142 +81,20 @@ def load_run(folder: str) -> SearchRun | PromoteRun:
                             "comparison.csv)")
 
 
-# ---- figures (matplotlib, drawn to SVG text) ----
-
-def _svg(fig) -> str:
-    import matplotlib.pyplot as plt
-
-    buffer = io.StringIO()
-    fig.savefig(buffer, format="svg")
-    plt.close(fig)
-    text = buffer.getvalue()
-    return text[text.index("<svg"):]  # inline: no XML prolog or DOCTYPE
-
-
-def _axes(columns: int, width: float = 6.0):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams["svg.fonttype"] = "path"  # text as outlines: the same on every viewer, no font needed
-    return plt.subplots(1, columns, figsize=(width * columns, 4.2), squeeze=False)
-
-
-def _hours_since_start(table: pd.DataFrame) -> pd.Series:
-    """Hours from the first trial's start to each result (NaN where the journal has no times)."""
-    told = pd.to_numeric(table.told_at, errors="coerce")
-    start = (told - table.trial_seconds.fillna(0)).min()
-    return (told - start) / 3600
-
-
-def progress_figure(searches: list[SearchRun]) -> str:
-    """Each trial's accuracy (dots) and the best so far (line), against trial number and wall time."""
-    fig, axes = _axes(2)
-    for i, run in enumerate(searches):
-        colour = f"C{i}"
-        done = run.table[run.table.status != "pending"].sort_values("trial_id")
-        score = done[run.objective].astype(float)
-        best = score.where(done.status == "ok").cummax()
-        label = f"{run.name} ({run.algorithm})"
-        hours = _hours_since_start(done)
-        by_time = hours.sort_values(kind="stable").index  # trials finish out of order when several run at once
-        best_by_time = score.where(done.status == "ok")[by_time].cummax()
-        for ax, x, y, line in ((axes[0][0], done.trial_id, score, best),
-                               (axes[0][1], hours[by_time], score[by_time], best_by_time)):
-            if x.isna().all():
-                continue
-            ax.scatter(x, y, s=10, alpha=0.45, color=colour)
-            ax.step(x, line, where="post", color=colour, linestyle=("-", "--", ":", "-.")[i % 4], linewidth=1.6,
-                    label=f"{label}: best so far")
-    undated = [run.name for run in searches if _hours_since_start(run.table).isna().all()]
-    if undated:
-        axes[0][1].text(0.5, 0.08, f"no result times in the journal of {', '.join(undated)}", ha="center",
-                        transform=axes[0][1].transAxes, fontsize=8)
-    axes[0][0].set_xlabel("trial")
-    axes[0][1].set_xlabel("wall time (hours)")
-    for ax in axes[0]:
-        ax.set_ylabel(f"{searches[0].objective} (proxy)")
-        ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    return _svg(fig)
-
-
-def pareto_front(cost: np.ndarray, accuracy: np.ndarray) -> np.ndarray:
-    """Indices of the points no other point beats on both (lower cost, higher accuracy), by cost."""
-    order = np.lexsort((-accuracy, cost))
-    front, best = [], -np.inf
-    for i in order:
-        if accuracy[i] > best:
-            front.append(i)
-            best = accuracy[i]
-    return np.array(front, dtype=int)
-
-
-def pareto_figure(series: list[tuple[str, pd.DataFrame]], accuracy: str, ylabel: str,
-                  annotate: bool = False) -> str | None:
-    """Accuracy against parameters and against multiply-adds, one colour per series, the Pareto front
-    of all points circled and joined (`annotate`: each point named). None when no point has both."""
-    costs = [("params", "parameters"), ("multiply_adds", "multiply-adds")]
-    if any("latency_ms" in t and t.latency_ms.notna().any() for _, t in series):
-        costs.append(("latency_ms", "latency at batch 1 (ms)"))
-    fig, axes = _axes(len(costs))
-    drawn = False
-    for ax, (cost, xlabel) in zip(axes[0], costs):
-        points = []
-        for i, (label, table) in enumerate(series):
-            ok = table[(table.status == "ok") & table[cost].notna() & table[accuracy].notna()]
-            if ok.empty:
-                continue
-            ax.scatter(ok[cost].astype(float), ok[accuracy].astype(float), s=14, alpha=0.6, color=f"C{i}",
-                       label=label)
-            if annotate:
-                for _, row in ok.iterrows():
-                    ax.annotate(str(row["name"]), (float(row[cost]), float(row[accuracy])), fontsize=7,
-                                xytext=(4, 4), textcoords="offset points")
-            points.append(ok[[cost, accuracy]].astype(float).to_numpy())
-        if not points:
-            ax.text(0.5, 0.5, f"no {xlabel} recorded", ha="center", va="center", transform=ax.transAxes)
-        else:
-            drawn = True
-            every = np.concatenate(points)
-            front = every[pareto_front(every[:, 0], every[:, 1])]
-            ax.step(front[:, 0], front[:, 1], where="post", color="black", linewidth=1, label="Pareto front")
-            ax.scatter(front[:, 0], front[:, 1], s=60, facecolors="none", edgecolors="black")
-            ax.set_xscale("log")
-            ax.legend(fontsize=8, loc="best")
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel)
-        ax.grid(alpha=0.3)
-    fig.tight_layout()
-    if not drawn:
-        import matplotlib.pyplot as plt
-
-        plt.close(fig)
-        return None
-    return _svg(fig)
-
-
-def cell_figure(genotype: Any, title: str) -> str:
-    """Both cells drawn by Graphviz, as inline SVG (GraphvizMissing when it is not installed)."""
-    from experiments.cell_graph import genotype_dot, render
-
-    text = render(genotype_dot(genotype, title=title), "svg").decode()
-    return text[text.index("<svg"):]
-
-
 # ---- tables ----
 
 def search_summary(searches: list[SearchRun]) -> pd.DataFrame:
+    """One row per search: its trials, and its best as the search ranked them (score and mode)."""
     rows = []
     for run in searches:
         t = run.table
-        ok = t[t.status == "ok"][run.objective].astype(float)
-        rows.append({"search": run.name, "algorithm": run.algorithm, "trials": int((t.status != "pending").sum()),
-                     "ok": len(ok), "failed": int((t.status == "failed").sum()), "best": ok.max(),
-                     "median": ok.median(), "best trial": int(t.loc[ok.idxmax(), "trial_id"]) if len(ok) else None,
-                     "hours": float(_hours_since_start(t[t.status != "pending"]).max()) if len(ok) else None})
+        ok = t[t.status == "ok"][run.score].astype(float)
+        best = t.set_index("trial_id")[run.score].get(run.best_id) if run.best_id is not None else None
+        rows.append({"search": run.name, "algorithm": run.algorithm, "ranked by": f"{run.score}:{run.mode}",
+                     "trials": int((t.status != "pending").sum()), "ok": len(ok),
+                     "failed": int((t.status == "failed").sum()), "best": best, "median": ok.median(),
+                     "best trial": run.best_id,
+                     "hours": float(hours_since_start(t[t.status != "pending"]).max()) if len(ok) else None})
     return pd.DataFrame(rows)
 
 
@@ -216,6 +103,7 @@ def best_trials(run: SearchRun) -> pd.DataFrame:
     best = run.table.set_index("trial_id").loc[list(run.genotypes)].reset_index()
     rungs = ["rung", "epochs"] if best.rung.notna().any() else []  # a multi-fidelity search's
     measured = [c for c in ("reward", "latency_ms", "step_ms") if c in best and best[c].notna().any()]
+    measured = [c for c in measured if c != run.objective]
     return best[["trial_id", *rungs, run.objective, *measured, "params", "multiply_adds", "mutation", "genotype"]]
 
 
@@ -317,66 +205,16 @@ def _figure(name: str, svg: str, caption: str) -> str:
 
 def build_report(runs: list[SearchRun | PromoteRun]) -> tuple[str, str]:
     """(report.html, the same tables as text)."""
-    from experiments.cell_graph import GraphvizMissing
-
     searches = [r for r in runs if isinstance(r, SearchRun)]
     promotes = [r for r in runs if isinstance(r, PromoteRun)]
     body: list[str] = [f"<h1>amoeba-nas report: {html.escape(', '.join(r.name for r in runs))}</h1>"]
     text: list[str] = []
     notes: list[str] = []
     if searches:
-        summary = search_summary(searches)
-        body += ["<h2>Search progress</h2>", _html_table(summary),
-                 _figure("progress", progress_figure(searches), "Each trial's proxy accuracy (dots) and the best "
-                         "so far (line), against trial number (left) and wall time (right).")]
-        text += ["Searches", summary.to_string(index=False, float_format=lambda v: f"{v:.4g}")]
-        pareto = pareto_figure([(r.name, r.table) for r in searches], searches[0].objective, "proxy accuracy")
-        if pareto:
-            body += ["<h2>Search: accuracy against size and cost</h2>",
-                     _figure("search-pareto", pareto, "Every successful trial; the Pareto front (no other trial "
-                             "is both smaller and more accurate) circled.")]
+        _search_sections(searches, body, text)
     if promotes:
-        body.append("<h2>Promoted models and baselines</h2>")
-        for run in promotes:
-            shown = run.table.sort_values("top1", ascending=False)
-            body += [f"<h3>{html.escape(run.name)}</h3>", _html_table(shown.drop(columns=["search_dir", "error"])
-                                                                      if not shown.error.notna().any()
-                                                                      else shown.drop(columns=["search_dir"]))]
-            text += [f"Promoted: {run.name}", comparison_text(run.table)]
-            verdict = promote_verdict(run.table)
-            if verdict:
-                body.append(f"<p><b>{html.escape(verdict)}</b></p>")
-                text.append(verdict)
-        kinds = [(f"{r.name}: {kind}", r.table[r.table.kind == kind]) for r in promotes for kind in ("searched",
-                                                                                                 "baseline")]
-        pareto = pareto_figure(kinds, "top1", "top-1 accuracy (evaluation split)", annotate=True)
-        if pareto:
-            body.append(_figure("promote-pareto", pareto, "Promoted cells and baselines: top-1 on the evaluation "
-                                "split against parameters and multiply-adds; the Pareto front circled."))
-    from searchspace import NasNetGenotype
-
-    named = [(f"{r.name}: trial {tid}", g) for r in searches for tid, g in r.genotypes.items()]
-    named += [(f"{r.name}: {name}", NasNetGenotype.from_json(g)) for r in promotes for name, g in r.genotypes.items()]
-    cells: dict[str, tuple[list[str], Any]] = {}  # one drawing per genotype, all its names
-    for title, genotype in named:
-        cells.setdefault(genotype.key(), ([], genotype))[0].append(title)
-    if cells:
-        body.append("<h2>Best cells</h2>")
-        for r in searches:
-            table = best_trials(r)
-            body += [f"<h3>{html.escape(r.name)}: its best trials</h3>", _html_table(table)]
-            text += [f"Best trials: {r.name}", table.drop(columns="genotype").to_string(
-                index=False, float_format=lambda v: f"{v:.4g}")]
-        for i, (titles, genotype) in enumerate(cells.values()):
-            title = " = ".join(titles)
-            if not isinstance(genotype, NasNetGenotype):  # a space of one's own: its genotype as text
-                body.append(f"<p><b>{html.escape(title)}</b>: <code>{html.escape(str(genotype))}</code></p>")
-                continue
-            try:
-                body.append(_figure(f"cell-{i}", cell_figure(genotype, title), f"{title}: {genotype}"))
-            except GraphvizMissing as err:
-                notes.append(f"Cells are not drawn: {err}.")
-                body.append(f"<p><b>{html.escape(title)}</b>: <code>{html.escape(str(genotype))}</code></p>")
+        _promote_sections(promotes, body, text)
+    _cell_sections(searches, promotes, body, text, notes)
     body += ["<h2>Settings</h2>", "<p>Each run's own settings file, to reproduce it.</p>",
              *[_settings_block(r) for r in runs]]
     for note in dict.fromkeys(notes):
@@ -386,3 +224,68 @@ def build_report(runs: list[SearchRun | PromoteRun]) -> tuple[str, str]:
             f"<style>{STYLE}</style></head>\n<body>\n" + "\n".join(body) + f"\n<script>{CHECK_FIGURES}</script>\n"
             "</body></html>\n")
     return page, "\n\n".join(text)
+
+
+def _search_sections(searches: list[SearchRun], body: list[str], text: list[str]) -> None:
+    summary = search_summary(searches)
+    body += ["<h2>Search progress</h2>", _html_table(summary),
+             _figure("progress", progress_figure(searches), "Each trial's proxy score (dots) and the best "
+                     "so far (line), against trial number (left) and wall time (right).")]
+    text += ["Searches", summary.to_string(index=False, float_format=lambda v: f"{v:.4g}")]
+    pareto = pareto_figure([(r.name, r.table) for r in searches], searches[0].objective,
+                           f"proxy {searches[0].objective}", mode=searches[0].mode)
+    if pareto:
+        body += ["<h2>Search: accuracy against size and cost</h2>",
+                 _figure("search-pareto", pareto, "Every successful trial; the Pareto front (no other trial "
+                         "is both smaller and better) circled.")]
+
+
+def _promote_sections(promotes: list[PromoteRun], body: list[str], text: list[str]) -> None:
+    body.append("<h2>Promoted models and baselines</h2>")
+    for run in promotes:
+        shown = run.table.sort_values("top1", ascending=False)
+        dropped = ["search_dir"] + (["error"] if not shown.error.notna().any() else [])
+        body += [f"<h3>{html.escape(run.name)}</h3>", _html_table(shown.drop(columns=dropped))]
+        text += [f"Promoted: {run.name}", comparison_text(run.table)]
+        verdict = promote_verdict(run.table)
+        if verdict:
+            body.append(f"<p><b>{html.escape(verdict)}</b></p>")
+            text.append(verdict)
+    kinds = [(f"{r.name}: {kind}", r.table[r.table.kind == kind]) for r in promotes for kind in ("searched",
+                                                                                             "baseline")]
+    pareto = pareto_figure(kinds, "top1", "top-1 accuracy (evaluation split)", annotate=True)
+    if pareto:
+        body.append(_figure("promote-pareto", pareto, "Promoted cells and baselines: top-1 on the evaluation "
+                            "split against parameters and multiply-adds; the Pareto front circled."))
+
+
+def _cell_sections(searches: list[SearchRun], promotes: list[PromoteRun], body: list[str], text: list[str],
+                   notes: list[str]) -> None:
+    """Each search's best trials, and every best cell drawn once under all its names."""
+    from experiments.cell_graph import GraphvizMissing
+    from searchspace import NasNetGenotype
+
+    named = [(f"{r.name}: trial {tid}", g) for r in searches for tid, g in r.genotypes.items()]
+    named += [(f"{r.name}: {name}", NasNetGenotype.from_json(g)) for r in promotes for name, g in r.genotypes.items()]
+    cells: dict[str, tuple[list[str], Any]] = {}  # one drawing per genotype, all its names
+    for title, genotype in named:
+        cells.setdefault(genotype.key(), ([], genotype))[0].append(title)
+    if not cells:
+        return
+    body.append("<h2>Best cells</h2>")
+    for r in searches:
+        table = best_trials(r)
+        body += [f"<h3>{html.escape(r.name)}: its best trials</h3>", _html_table(table)]
+        text += [f"Best trials: {r.name}", table.drop(columns="genotype").to_string(
+            index=False, float_format=lambda v: f"{v:.4g}")]
+    for i, (titles, genotype) in enumerate(cells.values()):
+        title = " = ".join(titles)
+        as_text = f"<p><b>{html.escape(title)}</b>: <code>{html.escape(str(genotype))}</code></p>"
+        if not isinstance(genotype, NasNetGenotype):  # a space of one's own: its genotype as text
+            body.append(as_text)
+            continue
+        try:
+            body.append(_figure(f"cell-{i}", cell_figure(genotype, title), f"{title}: {genotype}"))
+        except GraphvizMissing as err:
+            notes.append(f"Cells are not drawn: {err}.")
+            body.append(as_text)

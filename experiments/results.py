@@ -10,6 +10,8 @@ import os
 import pandas as pd
 
 from evolution import SearchAlgorithm
+from experiments import ranking
+from experiments.layout import BEST, RESULTS
 from trainer.storage import write_json, write_text
 
 COLUMNS = [
@@ -75,15 +77,15 @@ def shown_measures(algorithm: SearchAlgorithm) -> list[str]:
 def write_results(algorithm: SearchAlgorithm, output_dir: str) -> None:
     """Atomically rewrite results.csv and best_genotype.json in `output_dir`."""
     table = results_table(algorithm)
-    write_text(os.path.join(output_dir, "results.csv"), table.to_csv(index=False))
-    best = algorithm.best()
+    write_text(os.path.join(output_dir, RESULTS), table.to_csv(index=False))
+    best = ranking.best(algorithm)
     if best is not None:
         trial, outcome = best
         write_json(
-            os.path.join(output_dir, "best_genotype.json"),
+            os.path.join(output_dir, BEST),
             {
                 "trial_id": trial.trial_id,
-                "objective": "reward" if algorithm.reward else algorithm.objective,
+                "objective": ranking.score_name(algorithm),
                 "value": algorithm.score(outcome.metrics),
                 "metrics": dict(outcome.metrics),
                 "genotype": trial.genotype.to_json(),
@@ -93,12 +95,9 @@ def write_results(algorithm: SearchAlgorithm, output_dir: str) -> None:
 
 
 def top_trials(table: pd.DataFrame, algorithm: SearchAlgorithm, k: int) -> pd.DataFrame:
-    """The k best successful rows of `table` by the objective (the reward, with one) at the highest
-    rung (higher rungs first; ties: the earlier trial)."""
-    ok = table[table.status == "ok"].assign(_rung=lambda t: t.rung.fillna(0))
-    by = "reward" if algorithm.reward else algorithm.objective
-    order = ok.sort_values(["_rung", by, "trial_id"], ascending=[False, algorithm.mode == "min", True])
-    return order.drop(columns="_rung").head(k)
+    """The k best rows of `table` as the search ranks its trials (experiments/ranking.py)."""
+    order = ranking.ranked(algorithm, k)
+    return table.set_index("trial_id", drop=False).loc[order].reset_index(drop=True)
 
 
 def front_trials(table: pd.DataFrame, algorithm: SearchAlgorithm) -> pd.DataFrame:
@@ -108,10 +107,24 @@ def front_trials(table: pd.DataFrame, algorithm: SearchAlgorithm) -> pd.DataFram
     return front.sort_values(goal.metric, ascending=goal.mode == "min")
 
 
+def shown_columns(algorithm: SearchAlgorithm, table: pd.DataFrame, status: bool = False) -> list[str]:
+    """The columns a printed table of trials shows, the same in the search's end summary and in
+    `amoeba results`: ids, the rung, the goals and costs measured, the trial's time (trial_seconds:
+    the whole trial, start to result) and the mutation; a space of one's own's genotype too (a
+    NASNet cell's is too long)."""
+    measures = [m for m in [*shown_measures(algorithm), "trial_seconds"]
+                if m == algorithm.objective or (m in table and table[m].notna().any())]
+    shown = ["trial_id", "parent_id", *(["status"] if status else []),
+             *(["rung", "epochs"] if algorithm.rungs else []), *measures, "mutation",
+             *(["genotype"] if algorithm.space.name != "nasnet" else [])]
+    return list(dict.fromkeys(shown))
+
+
+def as_text(table: pd.DataFrame) -> str:
+    return table.to_string(index=False, float_format=lambda v: f"{v:.4f}", max_colwidth=60)
+
+
 def top_table(algorithm: SearchAlgorithm, k: int = 5) -> str:
-    """The k best successful trials as a printable table."""
+    """The k best trials as a printable table."""
     top = top_trials(results_table(algorithm), algorithm, k)
-    shown = ["trial_id", "parent_id", *(["rung", "epochs"] if algorithm.rungs else []), *shown_measures(algorithm),
-             "train_seconds", "mutation"]
-    top = top[list(dict.fromkeys(shown))]
-    return top.to_string(index=False, float_format=lambda v: f"{v:.4f}", max_colwidth=60)
+    return as_text(top[shown_columns(algorithm, top)])

@@ -94,3 +94,17 @@ def test_without_graphviz_drawing_says_how_to_get_it(tmp_path):
     result = subprocess.run(AMOEBA + ["show", "amoebanet_d", "--format=svg"], capture_output=True, text=True,
                             cwd=REPO, env=env, timeout=120)
     assert result.returncode == 1 and "apt-get install graphviz" in result.stderr
+
+
+def test_train_and_promote_say_epochs_as_search_does_and_still_read_num_epochs(capsys):
+    from absl import flags
+
+    from experiments.recipe_flags import define_recipe_flags, recipe_from_flags
+
+    for given, warned in (("--epochs=3", False), ("--num_epochs=3", True)):
+        values = flags.FlagValues()
+        define_recipe_flags(values)
+        values(["amoeba", given, "--lr_decay_epochs=1,2.5"])
+        recipe = recipe_from_flags(values, "promote")
+        assert (recipe["num_epochs"], recipe["lr_decay_epochs"]) == (3.0, (1.0, 2.5))
+        assert ("amoeba promote: --num_epochs is deprecated; use --epochs" in capsys.readouterr().err) == warned

@@ -175,21 +175,41 @@ def test_a_model_that_fails_is_recorded_and_the_others_finish(tmp_path):
     assert table.set_index("name").status.to_dict() == {"resnet20": "ok", "amoebanet_a": "failed"}
 
 
-def test_a_genotype_seen_twice_is_promoted_once():
-    from types import SimpleNamespace
-
-    from evolution.algorithms import Outcome, Trial
-    from evolution.objectives import Goal
+def test_a_genotype_seen_twice_is_promoted_once(tmp_path):
+    from experiments.commands.show import load_genotype
     from experiments.promote import best_distinct_trials
 
-    genotype = lambda key: SimpleNamespace(key=lambda: key)  # noqa: E731 - only the canonical key matters
-    keys = ["a", "b", "a", "c"]
-    scores = [0.9, 0.8, 0.95, 0.7]
-    search = SimpleNamespace(mode="max", objective="val_accuracy", goals=(Goal("val_accuracy", "max"),),
-                             trials={i: Trial(i, genotype(k), None, "random") for i, k in enumerate(keys)},
-                             outcomes={i: Outcome("ok", {"val_accuracy": v}) for i, v in enumerate(scores)},
-                             standing=lambda tid: (0, scores[tid]))
+    cells = [load_genotype(name).to_json() for name in ("amoebanet_a", "nasnet_a", "amoebanet_a", "amoebanet_d")]
+    config = SearchConfig(output_dir=str(tmp_path), algorithm="random", max_trials=4, initial=tuple(cells))
+    search = config.new_algorithm()
+    for accuracy in (0.9, 0.8, 0.95, 0.7):
+        search.tell(search.ask().trial_id, {"val_accuracy": accuracy})
     assert best_distinct_trials(search, 3) == [2, 1, 3]  # trial 0 repeats trial 2's cell
+
+
+def test_promote_top_1_is_the_searchs_best_genotype_in_a_rung_search(tmp_path):
+    """Like with like: trial 4 leads rung 0 and never reached rung 1 (the rung's share was spent);
+    trial 3 reached rung 1, below trial 4 at rung 0. The search's pick (best_genotype.json) is
+    trial 4: promote's too, not the highest rung's."""
+    from experiments.results import write_results
+
+    folder = str(tmp_path / "s")
+    config = SearchConfig(output_dir=folder, rungs=(1, 3), reduction_factor=2, population_size=4, sample_size=2)
+    os.makedirs(folder)
+    search = config.new_algorithm(os.path.join(folder, "journal.jsonl"))
+    trials = [search.ask().trial_id for _ in range(5)]
+    decisions = [search.report(tid, 0, {"val_accuracy": accuracy, "params": 100})
+                 for tid, accuracy in zip(trials, (0.3, 0.35, 0.2, 0.5, 0.9))]
+    assert decisions == ["stop", "stop", "stop", "continue", "stop"]
+    search.report(trials[3], 1, {"val_accuracy": 0.55, "params": 100})
+    assert search.highest_rung(3) == 1
+    for tid in trials:
+        search.tell(tid, search.rung_results[tid][-1])
+    write_results(search, folder)
+    search.close()
+    best = json.load(open(os.path.join(folder, "best_genotype.json")))
+    assert best["trial_id"] == 4
+    assert [m.search_trial_id for m in top_genotypes(folder, 1)] == [4]
 
 
 def test_the_progress_line_says_building_tracing_or_the_step_from_the_first_minute(tmp_path):

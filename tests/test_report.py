@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from experiments.promote import PromoteConfig, comparison_table, open_plan, write_comparison
-from experiments.report import build_report, load_run, pareto_front
+from experiments.report import best_trials, build_report, load_run, pareto_front, search_summary
 from experiments.search import SearchConfig
 from tests.conftest import amoeba
 
@@ -115,3 +115,41 @@ def test_report_opens_in_headless_chromium(runs, tmp_path):
     subprocess.run([*browser, f"--screenshot={screenshot}", "--window-size=1280,2400", url], capture_output=True,
                    timeout=120, check=True)
     assert os.path.getsize(screenshot) > 20_000
+
+
+def _scored(folder: str, results: list[dict], **settings) -> str:
+    """A search dir whose trials reported `results`, in order."""
+    from experiments.results import write_results
+
+    config = SearchConfig(output_dir=folder, max_trials=len(results), population_size=4, sample_size=2, **settings)
+    os.makedirs(folder)
+    search = config.new_algorithm(os.path.join(folder, "journal.jsonl"))
+    for metrics in results:
+        search.tell(search.ask().trial_id, {"params": 1000, **metrics})
+    write_results(search, folder)
+    search.close()
+    return folder
+
+
+@pytest.mark.parametrize("settings, results, best", [
+    # a loss: the smallest is best (the report named the largest)
+    ({"objective": "val_loss", "mode": "min"}, [{"val_loss": 0.2}, {"val_loss": 0.9}, {"val_loss": 0.5}], 0),
+    # MnasNet's reward: trial 1 is less accurate but ten times faster, and wins on the reward
+    ({"latency_target_ms": 10.0}, [{"val_accuracy": 0.60, "latency_ms": 100.0},
+                                   {"val_accuracy": 0.55, "latency_ms": 1.0}], 1),
+])
+def test_the_report_results_and_promote_rank_as_the_search_did(tmp_path, settings, results, best):
+    import json
+
+    from experiments.promote import top_genotypes
+
+    folder = _scored(str(tmp_path / "s"), results, **settings)
+    run = load_run(folder)
+    summary = search_summary([run])
+    assert summary["best trial"][0] == best
+    assert summary["best"][0] == pytest.approx(run.table.set_index("trial_id")[run.score][best])
+    assert json.load(open(os.path.join(folder, "best_genotype.json")))["trial_id"] == best
+    assert top_genotypes(folder, 1)[0].search_trial_id == best
+    assert best_trials(run).trial_id.tolist()[0] == best
+    shown = amoeba("results", folder, "--top=1", "--format=json").stdout
+    assert json.loads(shown)[0]["trial_id"] == best

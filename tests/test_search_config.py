@@ -108,3 +108,58 @@ def test_the_circuit_breaker_trips_on_failures_in_a_row_only():
     breaker.record("failed", "timeout: trial 7")
     assert breaker.tripped and breaker.last_error == "timeout: trial 7"
     assert not CircuitBreaker(0).tripped
+
+
+OLD_FLAGS = (  # `amoeba search`'s flags before they came from the fields: each still works
+    "output_dir algorithm data dataset image_size validation_images train_images max_trials population_size "
+    "sample_size max_concurrent epochs rungs reduction_factor num_cells filters batch_size learning_rate num_blocks "
+    "seed trial_timeout_s cpus_per_trial gpus_per_trial tpus_per_trial precision max_params max_multiply_adds "
+    "max_latency_ms latency_target_ms latency_weight cost_metric objectives train_seconds max_failures "
+    "max_consecutive_failures reuse_workers ray_address initial upload_to").split()
+
+
+def test_every_search_flag_comes_from_a_field_and_keeps_its_name():
+    from experiments.commands import search
+
+    assert set(OLD_FLAGS) <= set(search.FLAGS)
+    assert {s.flag for s in search.SETTINGS} == set(search.FLAGS) - {"help", "helpshort", "helpfull", "helpxml",
+                                                                     "flagfile", "undefok", "?"}
+
+
+def test_a_new_setting_is_one_field_and_so_a_flag_a_keyword_and_compared_on_resume(tmp_path):
+    from absl import flags
+
+    from experiments import api
+    from experiments.commands.search import config_from_flags, define_search_flags
+    from searchspace import ChoiceSpace
+
+    @dataclasses.dataclass(frozen=True)
+    class WithKnob(SearchConfig):
+        knob: int = dataclasses.field(default=3, metadata={"help": "A new knob."})
+
+    values = flags.FlagValues()
+    settings = define_search_flags(values, WithKnob)
+    values(["amoeba", f"--output_dir={tmp_path}", "--knob=5", "--population_size=4", "--sample_size=2"])
+    config = config_from_flags(values, settings, WithKnob)
+    assert (config.knob, config.population_size, values["knob"].help) == (5, 4, "A new knob.")
+
+    space = ChoiceSpace({"x": [1, 2]})
+    assert api.search_config(print, space, {"output_dir": "o", "knob": 7}, WithKnob).knob == 7
+    with pytest.raises(TypeError, match="'knobs' \\(did you mean 'knob'\\?\\)"):
+        api.search_config(print, space, {"output_dir": "o", "knobs": 7}, WithKnob)
+
+    open_search(config).close()
+    open_search(dataclasses.replace(config, max_trials=50, max_concurrent=2)).close()  # how it runs: free
+    with pytest.raises(ValueError, match="knob: 5 before, 6 now"):
+        open_search(dataclasses.replace(config, knob=6))
+
+
+def test_api_search_takes_every_setting_as_a_keyword():
+    import inspect
+
+    from experiments import api
+    from experiments.settings import keywords
+
+    shown = inspect.signature(api.search).parameters
+    assert set(keywords(SearchConfig)) <= set(shown)
+    assert shown["population_size"].default == SearchConfig(output_dir="x").population_size

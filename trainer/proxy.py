@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 
@@ -72,23 +72,36 @@ class ProxyConfig:
     `image_size` 0 means the dataset's own size.
     """
 
-    dataset: str = "digits"
-    data: str | None = None  # a dir made by `amoeba prepare`, for dataset "prepared"
-    image_size: int = 0
-    validation_images: int = 0
-    train_images: int = 0
-    epochs: int = 4
-    num_cells: int = 1
-    filters: int = 8
-    batch_size: int = 64
-    learning_rate: float = 0.1
-    momentum: float = 0.9
-    seed: int = 0
-    timeout_s: float = 900.0  # a candidate still training after this fails; 0: no limit
-    threads: int = 0  # TensorFlow intra/inter-op threads; 0: TensorFlow's default
-    train_seconds: float = 0.0  # > 0: train each candidate this long by its own step time, not `epochs`
-    precision: str = "float32"  # bfloat16 and mixed_float16 compute in 16 bits, keep float32 weights
-    tpu: str | None = None  # "local": train on this worker's TPU chips (a search's --tpus_per_trial)
+    dataset: str = field(default="digits", metadata={"help": "Proxy dataset (default: digits; with --data: "
+                                                             "prepared)."})
+    data: str | None = field(default=None, metadata={"help": "A dir made by `amoeba prepare` to search on (its "
+                                                           "training split only; the evaluation split is never read)."})
+    image_size: int = field(default=0, metadata={"help": "Image size candidates see; images are resized (0: the "
+                                                         "dataset's own)."})
+    validation_images: int = field(default=0, metadata={"help": "Images held out of the training split (stratified, "
+                                                                "fixed seed) to score candidates (0: the dataset's "
+                                                                "share)."})
+    train_images: int = field(default=0, metadata={"help": "Cap on the training images a candidate trains on (0: all "
+                                                           "that are not held out)."})
+    epochs: int = field(default=4, metadata={"help": "Proxy training epochs per candidate."})
+    num_cells: int = field(default=1, metadata={"help": "N: normal cells per stack of the proxy network."})
+    filters: int = field(default=8, metadata={"help": "F: filters of the first stack of the proxy network."})
+    batch_size: int = field(default=64, metadata={"help": "Proxy training batch size."})
+    learning_rate: float = field(default=0.1, metadata={"help": "Proxy peak learning rate (SGD, cosine decay)."})
+    momentum: float = field(default=0.9, metadata={"help": "Proxy SGD momentum."})
+    seed: int = field(default=0, metadata={"help": "Seed of candidate training."})
+    timeout_s: float = field(default=900.0, metadata={"help": "A candidate still training after this many seconds "
+                                                              "fails (0: no limit)."})
+    threads: int = field(default=0, metadata={"help": "TensorFlow intra/inter-op threads (0: TensorFlow's "
+                                                      "default)."})
+    train_seconds: float = field(default=0.0, metadata={"help": "> 0: train each candidate this many seconds of its "
+                                                                "own steady training steps (the step count fixed from "
+                                                                "its first steps) instead of --epochs."})
+    precision: str = field(default="float32", metadata={"help": "Compute precision of the proxy training: bfloat16 "
+                                                                "and mixed_float16 compute in 16 bits and keep "
+                                                                "float32 weights."})
+    tpu: str | None = field(default=None, metadata={"help": "local: train on this worker's TPU chips (a search's "
+                                                            "--tpus_per_trial)."})
 
     def __post_init__(self) -> None:
         positive = {"epochs": self.epochs, "num_cells": self.num_cells, "filters": self.filters,

@@ -25,8 +25,8 @@ flags.DEFINE_bool("front", False, "Show the trials on the front of the search's 
 def main(args: list[str]) -> None:
     from evolution import JournalError, resume
     from experiments.progress import journal_pace, status_line
-    from experiments.results import front_trials, results_table, shown_measures, top_trials
-    from experiments.search import CONFIG, JOURNAL
+    from experiments.layout import CONFIG, JOURNAL
+    from experiments.results import as_text, front_trials, results_table, shown_columns, top_trials
     from trainer.storage import read_json
 
     if len(args) != 1:
@@ -52,10 +52,5 @@ def main(args: list[str]) -> None:
         config_path = os.path.join(out, CONFIG)
         max_trials = read_json(config_path)["max_trials"] if os.path.exists(config_path) else len(algorithm.trials)
         print(f"{out}: {algorithm.name}, {status_line(algorithm, max_trials)}; {journal_pace(algorithm, max_trials)}")
-        measures = [m for m in [*shown_measures(algorithm), "trial_seconds"]
-                    if m == algorithm.objective or table[m].notna().any()]  # a function of one's own measures less
-        shown = ["trial_id", "parent_id", "status", *(["rung", "epochs"] if algorithm.rungs else []), *measures,
-                 "mutation", *(["genotype"] if algorithm.space.name != "nasnet" else [])]  # a cell's is too long
-        print(table[list(dict.fromkeys(shown))].to_string(
-            index=False, float_format=lambda v: f"{v:.4f}", max_colwidth=60) if len(table) else
+        print(as_text(table[shown_columns(algorithm, table, status=True)]) if len(table) else
               "no successful trial yet" if algorithm.outcomes else "no trial finished yet")

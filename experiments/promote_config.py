@@ -1,0 +1,103 @@
+"""What a promote is: `PromoteConfig`, one field per setting. Each field with help text is a flag of
+`amoeba promote` (experiments/settings.py derives them; the recipe's flags come from TrainConfig
+through experiments/recipe_flags.py), and `settings()` is what a rerun must keep: every field but
+those marked free (how the models run, not what is trained). No TensorFlow here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from experiments.search_config import SearchConfig
+from experiments.settings import FREE, as_json
+from trainer import storage
+from trainer.train_config import TrainConfig
+
+# The recipe's settings that change how the models run, not what is trained: free on a rerun
+RECIPE_HOW_IT_RUNS = ("eval_batch_size", "iterations_per_loop", "save_checkpoints_steps", "save_checkpoints_secs",
+                      "cache", "tpu")
+_SEARCH = {f.name: f for f in dataclasses.fields(SearchConfig)}
+
+
+def _setting(default: Any, help: str, free: bool = False, **meta: Any) -> Any:
+    return field(default=default, metadata={"help": help, **({"on_resume": FREE} if free else {}), **meta})
+
+
+def _as_search(name: str, help: str) -> Any:
+    """A resource setting as `amoeba search` has it: its default, the help given here; free on a rerun."""
+    return _setting(_SEARCH[name].default, help, free=True)
+
+
+@dataclass(frozen=True)
+class PromoteConfig:
+    output_dir: str = field(metadata={"help": "Folder for the models, the plan and the comparison; rerun to resume.",
+                                      "on_resume": FREE})
+    data: str = field(metadata={"help": "A dir made by `amoeba prepare` (local or gs://)."})
+    recipe: dict[str, Any] = field(metadata={"flag": False})  # TrainConfig fields but model, genotype, data, model_dir
+    search_dirs: tuple[str, ...] = _setting((), "Output dirs of `amoeba search` to promote cells from.",
+                                            flag="search_dir")
+    top_k: int = _setting(3, "Distinct genotypes promoted from each search.")
+    baselines: tuple[str, ...] = _setting((), "Named models trained beside them (trainer/models.py's table, e.g. "
+                                              "resnet20,resnet56,amoebanet_d).")
+    match_params: str | None = _setting(None, "A model name or a parameter count: each cell's --filters is set so its "
+                                              "parameters are within 10% of it (default with --baselines and no "
+                                              "--filters: the first baseline).")
+    target_top1: float = _setting(0.0, "Time to this top-1 accuracy (DAWNBench: the first evaluation at or over it; "
+                                       "0: not measured).", free=True)
+    target_top5: float = _setting(0.0, "Time to this top-5 accuracy (0: not measured).", free=True)
+    cost_per_hour: float = _setting(0.0, "Price of one trial's resources per hour: the cost to the targets "
+                                         "(DAWNBench's cost; 0: not shown).", free=True)
+    cpus_per_trial: float = _as_search("cpus_per_trial", "CPUs per model (0: the cluster's CPUs shared out among "
+                                                         "the concurrent models).")
+    gpus_per_trial: float = _as_search("gpus_per_trial", "GPUs per model; a fraction shares a GPU.")
+    tpus_per_trial: int = _as_search("tpus_per_trial", "TPU chips per model (Ray's TPU resource; trains under a "
+                                                       "TPUStrategy on them).")
+    max_concurrent: int = _as_search("max_concurrent", "Models trained at the same time (0: as many as the "
+                                                       "resources allow).")
+    max_failures: int = _as_search("max_failures", "Retries of a model whose worker died; each resumes from its "
+                                                   "checkpoint.")
+    ray_address: str | None = _as_search("ray_address", "Join a running Ray cluster: auto or HOST:PORT (default: a "
+                                                        "private one on 127.0.0.1).")
+
+    def __post_init__(self) -> None:
+        if not self.search_dirs and not self.baselines:
+            raise ValueError("nothing to promote: give --search_dir, --baselines or both")
+        if self.top_k < 0:
+            raise ValueError(f"top_k: must be 0 or more, got {self.top_k}")
+        from trainer.models import MODEL_NAMES
+
+        unknown = [b for b in self.baselines if b not in MODEL_NAMES or b == "genotype"]
+        if unknown:
+            raise ValueError(f"baselines: unknown {unknown}; known: {[n for n in MODEL_NAMES if n != 'genotype']}")
+        if len(set(self.baselines)) < len(self.baselines):
+            raise ValueError(f"baselines: {list(self.baselines)} names a model twice")
+        if self.match_params and not self.match_params.isdigit() and self.match_params not in MODEL_NAMES:
+            raise ValueError(f"match_params: {self.match_params!r} is neither a model name nor a parameter count")
+        for name in ("target_top1", "target_top5"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"{name}: an accuracy in [0, 1], got {getattr(self, name)}")
+        self.train_config("check", "resnet20")  # the recipe's own checks, at once
+
+    def train_config(self, name: str, model: str, genotype: Any = None, **changes: Any) -> TrainConfig:
+        """The recipe for one model; the NASNet-only options (dropout, drop path, aux head) are off for
+        other families (ResNets)."""
+        from trainer.models import MODEL_FAMILIES
+
+        recipe = {**self.recipe, **changes}
+        if not MODEL_FAMILIES[model].nasnet:
+            recipe.update(dropout=0.0, drop_path_keep_prob=1.0, aux_weight=0.0)
+        if self.tpus_per_trial and not recipe.get("tpu"):
+            recipe["tpu"] = "local"  # the trial's own TPU chips (Ray's TPU resource)
+        base = self.output_dir if storage.is_gcs(self.output_dir) else os.path.abspath(self.output_dir)
+        return TrainConfig(model=model, genotype=genotype, data=self.data,
+                           model_dir=storage.join(base, "models", name), **recipe)
+
+    def settings(self) -> dict[str, Any]:
+        """What fixes the plan and the trained models (not how they run): compared on a rerun."""
+        data = {f.name: as_json(getattr(self, f.name)) for f in dataclasses.fields(self)
+                if f.metadata.get("on_resume") != FREE}
+        data["recipe"] = {k: as_json(v) for k, v in self.recipe.items() if k not in RECIPE_HOW_IT_RUNS}
+        return data

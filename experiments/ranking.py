@@ -1,0 +1,104 @@
+"""The one rule every reader of a search ranks its trials by, as the search itself did: by its
+score (the objective, or the reward with one), in its direction (mode max or min), and in a rung
+search like with like (evolution/algorithms.py's pick: the first rung's leader, displaced by each
+higher rung's leader while it reached that rung too). Ties: fewer parameters, then the earlier
+trial. best_genotype.json, the end summary, `amoeba results`, `amoeba report` and
+`amoeba promote --top_k` all rank through here, so the "best" is one cell.
+
+Reads the algorithm's records only; must not train, write or talk to Ray.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Mapping
+
+from evolution import SearchAlgorithm
+from evolution.algorithms import Outcome, Trial
+
+
+def score_name(algorithm: SearchAlgorithm) -> str:
+    """The column a search ranks by: "reward" with a reward, else its objective."""
+    return "reward" if algorithm.reward is not None else algorithm.objective
+
+
+def result_of(algorithm: SearchAlgorithm, trial_id: int) -> Mapping[str, Any]:
+    """A trial's metrics: its outcome's, or, still training at a higher rung, its last rung's."""
+    if trial_id in algorithm.outcomes:
+        return algorithm.outcomes[trial_id].metrics
+    return algorithm.rung_results[trial_id][-1]
+
+
+def rankable(algorithm: SearchAlgorithm) -> list[int]:
+    """Trials with a result to rank: the successful ones, and those still training at a higher rung."""
+    ok = [t for t, o in algorithm.outcomes.items() if o.status == "ok"]
+    return ok + [t for t in algorithm.pending() if algorithm.rung_results.get(t)]
+
+
+def ranked(algorithm: SearchAlgorithm, k: int | None = None, distinct: bool = False,
+           among: Iterable[int] | None = None) -> list[int]:
+    """Ids of the best `k` trials (all with None), best first; `distinct`: a genotype seen twice
+    counted once (its better trial)."""
+    pool = list(rankable(algorithm) if among is None else among)
+    cache: dict[tuple[int, int], tuple] = {}
+
+    def key(tid: int, rung: int) -> tuple:
+        if (tid, rung) not in cache:
+            params = result_of(algorithm, tid).get("params")
+            cache[tid, rung] = (algorithm.value_at(tid, rung), -(params if params is not None else math.inf), -tid)
+        return cache[tid, rung]
+
+    if not algorithm.rungs:  # one fidelity: a sort
+        pool.sort(key=lambda t: key(t, 0), reverse=True)
+        picks = iter(pool)
+    else:
+        picks = _picks(algorithm, pool, key)
+    return first(algorithm, picks, k, distinct)
+
+
+def first(algorithm: SearchAlgorithm, ids: Iterable[int], k: int | None, distinct: bool = True) -> list[int]:
+    """The first `k` of `ids` in their order (all with None); `distinct`: a genotype seen before is
+    passed over."""
+    chosen: list[int] = []
+    seen: set[str] = set()
+    for tid in ids:
+        if k is not None and len(chosen) >= k:
+            break
+        genotype = algorithm.trials[tid].genotype.key()
+        if not (distinct and genotype in seen):
+            seen.add(genotype)
+            chosen.append(tid)
+    return chosen
+
+
+def _picks(algorithm: SearchAlgorithm, pool: list[int], key: Any) -> Iterable[int]:
+    """The like-with-like pick of the pool, again and again, each without the ones picked before."""
+    pool = list(pool)
+    while pool:
+        pick = max(pool, key=lambda t: key(t, 0))
+        rung = 1
+        while algorithm.highest_rung(pick) >= rung:
+            pick = max((t for t in pool if algorithm.highest_rung(t) >= rung), key=lambda t: key(t, rung))
+            rung += 1
+        pool.remove(pick)
+        yield pick
+
+
+def best(algorithm: SearchAlgorithm) -> tuple[Trial, Outcome] | None:
+    """The best trial and its result (an Outcome without told_at while it trains at a higher rung)."""
+    top = ranked(algorithm, 1)
+    if not top:
+        return None
+    tid = top[0]
+    return algorithm.trials[tid], algorithm.outcomes.get(tid) or Outcome("ok", result_of(algorithm, tid))
+
+
+def best_so_far(scores: Iterable[float], mode: str) -> list[float]:
+    """The running best of scores in order (NaN, a failed trial, leaves it as it was)."""
+    out, best_value = [], math.nan
+    for value in scores:
+        if not math.isnan(value) and (math.isnan(best_value) or (value > best_value if mode == "max"
+                                                                 else value < best_value)):
+            best_value = value
+        out.append(best_value)
+    return out

@@ -1,0 +1,139 @@
+"""The report's figures (experiments/report.py), drawn by matplotlib to inline SVG text: a search's
+progress, accuracy against size and cost with the Pareto front, and cells drawn by Graphviz. Reads
+the tables it is given only; must not train, search or talk to Ray.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from experiments import ranking
+
+
+def _svg(fig) -> str:
+    import matplotlib.pyplot as plt
+
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg")
+    plt.close(fig)
+    text = buffer.getvalue()
+    return text[text.index("<svg"):]  # inline: no XML prolog or DOCTYPE
+
+
+def _axes(columns: int, width: float = 6.0):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams["svg.fonttype"] = "path"  # text as outlines: the same on every viewer, no font needed
+    return plt.subplots(1, columns, figsize=(width * columns, 4.2), squeeze=False)
+
+
+def hours_since_start(table: pd.DataFrame) -> pd.Series:
+    """Hours from the first trial's start to each result (NaN where the journal has no times)."""
+    told = pd.to_numeric(table.told_at, errors="coerce")
+    start = (told - table.trial_seconds.fillna(0)).min()
+    return (told - start) / 3600
+
+
+def progress_figure(searches: list[Any]) -> str:
+    """Each trial's accuracy (dots) and the best so far (line), against trial number and wall time."""
+    fig, axes = _axes(2)
+    for i, run in enumerate(searches):
+        colour = f"C{i}"
+        done = run.table[run.table.status != "pending"].sort_values("trial_id")
+        score = done[run.score].astype(float)
+        best = pd.Series(ranking.best_so_far(score.where(done.status == "ok"), run.mode), index=done.index)
+        label = f"{run.name} ({run.algorithm})"
+        hours = hours_since_start(done)
+        by_time = hours.sort_values(kind="stable").index  # trials finish out of order when several run at once
+        best_by_time = pd.Series(ranking.best_so_far(score.where(done.status == "ok")[by_time], run.mode),
+                                 index=by_time)
+        for ax, x, y, line in ((axes[0][0], done.trial_id, score, best),
+                               (axes[0][1], hours[by_time], score[by_time], best_by_time)):
+            if x.isna().all():
+                continue
+            ax.scatter(x, y, s=10, alpha=0.45, color=colour)
+            ax.step(x, line, where="post", color=colour, linestyle=("-", "--", ":", "-.")[i % 4], linewidth=1.6,
+                    label=f"{label}: best so far")
+    undated = [run.name for run in searches if hours_since_start(run.table).isna().all()]
+    if undated:
+        axes[0][1].text(0.5, 0.08, f"no result times in the journal of {', '.join(undated)}", ha="center",
+                        transform=axes[0][1].transAxes, fontsize=8)
+    axes[0][0].set_xlabel("trial")
+    axes[0][1].set_xlabel("wall time (hours)")
+    for ax in axes[0]:
+        ax.set_ylabel(f"{searches[0].score} (proxy)")
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    return _svg(fig)
+
+
+def pareto_front(cost: np.ndarray, accuracy: np.ndarray) -> np.ndarray:
+    """Indices of the points no other point beats on both (lower cost, higher accuracy), by cost."""
+    order = np.lexsort((-accuracy, cost))
+    front, best = [], -np.inf
+    for i in order:
+        if accuracy[i] > best:
+            front.append(i)
+            best = accuracy[i]
+    return np.array(front, dtype=int)
+
+
+def pareto_figure(series: list[tuple[str, pd.DataFrame]], accuracy: str, ylabel: str,
+                  annotate: bool = False, mode: str = "max") -> str | None:
+    """Accuracy against parameters and against multiply-adds, one colour per series, the Pareto front
+    of all points circled and joined (`annotate`: each point named; `mode` min: a smaller `accuracy`,
+    a loss, is better). None when no point has both."""
+    costs = [("params", "parameters"), ("multiply_adds", "multiply-adds")]
+    if any("latency_ms" in t and t.latency_ms.notna().any() for _, t in series):
+        costs.append(("latency_ms", "latency at batch 1 (ms)"))
+    fig, axes = _axes(len(costs))
+    drawn = False
+    for ax, (cost, xlabel) in zip(axes[0], costs):
+        points = []
+        for i, (label, table) in enumerate(series):
+            ok = table[(table.status == "ok") & table[cost].notna() & table[accuracy].notna()]
+            if ok.empty:
+                continue
+            ax.scatter(ok[cost].astype(float), ok[accuracy].astype(float), s=14, alpha=0.6, color=f"C{i}",
+                       label=label)
+            if annotate:
+                for _, row in ok.iterrows():
+                    ax.annotate(str(row["name"]), (float(row[cost]), float(row[accuracy])), fontsize=7,
+                                xytext=(4, 4), textcoords="offset points")
+            points.append(ok[[cost, accuracy]].astype(float).to_numpy())
+        if not points:
+            ax.text(0.5, 0.5, f"no {xlabel} recorded", ha="center", va="center", transform=ax.transAxes)
+        else:
+            drawn = True
+            every = np.concatenate(points)
+            front = every[pareto_front(every[:, 0], every[:, 1] if mode == "max" else -every[:, 1])]
+            ax.step(front[:, 0], front[:, 1], where="post", color="black", linewidth=1, label="Pareto front")
+            ax.scatter(front[:, 0], front[:, 1], s=60, facecolors="none", edgecolors="black")
+            ax.set_xscale("log")
+            ax.legend(fontsize=8, loc="best")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    if not drawn:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+        return None
+    return _svg(fig)
+
+
+def cell_figure(genotype: Any, title: str) -> str:
+    """Both cells drawn by Graphviz, as inline SVG (GraphvizMissing when it is not installed)."""
+    from experiments.cell_graph import genotype_dot, render
+
+    text = render(genotype_dot(genotype, title=title), "svg").decode()
+    return text[text.index("<svg"):]

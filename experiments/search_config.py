@@ -1,0 +1,248 @@
+"""What a search is: `SearchConfig`, one field per setting, and opening its output dir (new, or
+resumed from its journal when the settings agree).
+
+Each field is a flag of `amoeba search`, a keyword of `experiments.api.search` and, unless its
+metadata says otherwise, a setting a resumed search compares (experiments/settings.py reads the
+metadata; docs/extending-setting.md shows adding one). No TensorFlow or Ray here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from evolution import ALGORITHMS, JournalLock, SearchAlgorithm, make_algorithm, resume
+from evolution.algorithms import as_json, genotype_of
+from evolution.objectives import LIMITED, MEASURES, Limits, MnasReward, parse_goals
+from evolution.rungs import Rungs
+from experiments.layout import CONFIG, JOURNAL
+from experiments.settings import FREE, JOURNAL as BY_JOURNAL, changed_settings
+from searchspace import SearchSpace, space_from_config
+from trainer.proxy import PRECISIONS, PROXY_DATASETS, ProxyConfig, check_proxy
+from trainer.storage import read_json, write_json
+
+log = logging.getLogger(__name__)
+
+
+def _setting(default: Any, help: str, on_resume: str = "compared", **meta: Any) -> Any:
+    """A field with its help text and how a resumed search treats it (experiments/settings.py)."""
+    return field(default=default, metadata={"help": help, "on_resume": on_resume, **meta})
+
+
+def _runs(default: Any, help: str, **meta: Any) -> Any:
+    """A setting of how the search runs (resources, limits of time, where results go): free to
+    change when it is resumed."""
+    return _setting(default, help, FREE, **meta)
+
+
+def _algo(default: Any, help: str, **meta: Any) -> Any:
+    """A setting the algorithm is built from: the journal records it and a resume compares it."""
+    return _setting(default, help, BY_JOURNAL, **meta)
+
+
+PROXY_FLAGS = {  # how ProxyConfig's fields are flags of `amoeba search`
+    "rename": {"timeout_s": "trial_timeout_s"},
+    "choices": {"dataset": sorted(PROXY_DATASETS), "precision": list(PRECISIONS)},
+    "shared": {"seed": "seed"},  # the search's seed seeds candidate training too
+    "skip": ("threads", "tpu"),  # set per trial from its resources
+    "free": ("timeout_s", "threads", "tpu"),  # a rerun may give a trial more time or threads
+    "resolve": {"image_size": lambda proxy: proxy.input_size},  # 0 and the dataset's own size are the same
+}
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    output_dir: str = field(metadata={"help": "Folder for the journal and results; rerun to resume.",
+                                      "on_resume": FREE})
+    algorithm: str = _algo("regularized_evolution", "Search algorithm.", choices=sorted(ALGORITHMS))
+    max_trials: int = _runs(30, "Total number of trials of the search.")
+    population_size: int = _algo(10, "P: population size.")
+    sample_size: int = _algo(3, "S: tournament sample size.")
+    max_concurrent: int = _runs(0, "Trials trained at the same time (0: as many as the cluster's CPUs, GPUs and "
+                                   "TPUs allow for the per-trial amounts).")
+    seed: int = _algo(0, "Seed of the search and of candidate training.")
+    num_blocks: int = _algo(5, "B: blocks per cell.", api=False)
+    cpus_per_trial: float = _runs(0.0, "CPUs per trial (0: the cluster's CPUs shared out among the concurrent "
+                                       "trials).")
+    gpus_per_trial: float = _runs(0.0, "GPUs per trial; a fraction shares a GPU (0.5: two trials per GPU, each "
+                                       "taking only the memory it uses).")
+    tpus_per_trial: int = _runs(0, "TPU chips per trial (Ray's TPU resource).")
+    max_failures: int = _runs(2, "Retries of a trial whose worker died (a lost node, a crash); a failed candidate "
+                                 "is not retried.")
+    max_consecutive_failures: int = _runs(5, "Stop the search after this many failed candidates in a row, "
+                                             "showing the last error (0: never).")
+    reuse_workers: bool = _runs(True, "Keep each trial worker process warm for the next trial (Ray Tune actor "
+                                      "reuse); --noreuse_workers starts a fresh process per trial.")
+    progress_every_s: float = _runs(60.0, "Seconds between the search's progress lines (done, running, best, "
+                                          "trials per hour, ETA).")
+    # Tune holds about 100 KB of driver memory per trial of an experiment until it ends
+    # (benchmarks/README.md: search_scaling.py): a longer search runs several in turn
+    trials_per_tuner: int = _runs(200, "Trials per Ray Tune experiment; a longer search runs several in turn "
+                                       "(Tune keeps each experiment's trials in the driver's memory).")
+    ray_address: str | None = _runs(None, "Join a running Ray cluster: auto or HOST:PORT (default: start a private "
+                                          "one on this machine, on 127.0.0.1 only).")
+    upload_to: str | None = _runs(None, "gs://BUCKET/PATH: keep a copy of the journal and results there "
+                                        "(google-cloud-storage; the output dir stays the state).")
+    rungs: tuple[int, ...] = _algo((), "Multi-fidelity: epochs at which each candidate reports and ASHA continues "
+                                       "or stops it (e.g. 1,3,9; the last replaces --epochs).", api=False)
+    reduction_factor: float = _algo(3.0, "With --rungs, ASHA's eta: the top 1/eta at a rung goes on "
+                                         "(evolution/rungs.py).", api=False)
+    objectives: tuple[str, ...] = _algo((), "With --algorithm=pareto_evolution: MEASURE:max|min goals (default "
+                                            "val_accuracy:max,latency_ms:min); measures: "
+                                            + ", ".join(sorted(MEASURES)) + ".")
+    max_params: int = _algo(0, "A child with more trainable parameters is rejected before it is trained and another "
+                               "proposed (0: no limit).", api=False)
+    max_multiply_adds: int = _algo(0, "A child with more multiply-adds per image is rejected before it is trained "
+                                      "(0: no limit).", api=False)
+    max_latency_ms: float = _algo(0.0, "A candidate slower at batch 1 on its trial's device is measured, recorded "
+                                       "infeasible and not trained (0: no limit).")
+    latency_target_ms: float = _algo(0.0, "> 0: score candidates by MnasNet's reward, val_accuracy x (cost / "
+                                          "target)^latency_weight, the cost being --cost_metric.")
+    latency_weight: float = _algo(-0.07, "The reward's exponent w (MnasNet: -0.07).")
+    cost_metric: str = _algo("latency_ms", "The reward's cost measure.", choices=sorted(MEASURES))
+    proxy: ProxyConfig = field(default_factory=ProxyConfig, metadata={"flatten": PROXY_FLAGS})
+    objective: str = _algo("val_accuracy", "The metric a trial reports that the search maximises (mode max) or "
+                                           "minimises (mode min).", flag=False)  # the proxy trainer's is fixed
+    mode: str = _algo("max", "max or min: whether a larger objective is better.", flag=False, choices=("max", "min"))
+    space: dict[str, Any] | None = _algo(None, "Another space's to_config() (default: NASNet cells of num_blocks "
+                                               "blocks).", flag=False, api=False)
+    initial: tuple[Any, ...] = _algo((), "Cells that open the first population, in order, before random ones: "
+                                         "reference names (amoebanet_a, amoebanet_d, nasnet_a) or JSON files (a "
+                                         "genotype, or a search's best_genotype.json).")
+    trainable: str = _runs("", "A function of one's own (experiments.api), named; empty: the proxy trainer.",
+                           flag=False, api=False)
+
+    def __post_init__(self) -> None:
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(f"algorithm: unknown {self.algorithm!r}; known: {sorted(ALGORITHMS)}")
+        if self.mode not in ("max", "min"):
+            raise ValueError(f"mode: 'max' or 'min', got {self.mode!r}")
+        if self.trials_per_tuner < 1:
+            raise ValueError(f"trials_per_tuner: must be at least 1, got {self.trials_per_tuner}")
+        if self.max_trials < 1 or self.max_concurrent < 0:
+            raise ValueError("max_trials must be at least 1 and max_concurrent at least 0 (0: from resources)")
+        for name in ("cpus_per_trial", "gpus_per_trial", "tpus_per_trial", "max_failures",
+                     "max_consecutive_failures"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)}")
+        if self.upload_to and not self.upload_to.startswith("gs://"):
+            raise ValueError(f"upload_to: must be a gs://BUCKET/PATH, got {self.upload_to!r}")
+        self._check_trainer()
+        if self.cost_metric not in MEASURES:
+            raise ValueError(f"cost_metric: unknown {self.cost_metric!r}; known: {sorted(MEASURES)}")
+        if self.objectives and self.algorithm != "pareto_evolution":
+            raise ValueError("objectives: several objectives need --algorithm=pareto_evolution")
+        parse_goals(list(self.objectives), MEASURES)  # validates them
+        space = self.search_space()
+        for i, genotype in enumerate(self.initial):  # before anything is written
+            genotype_of(space, genotype, f"initial[{i}]")
+        self.limits()
+        self.reward()
+
+    def _check_trainer(self) -> None:
+        """What the proxy trainer's ways of training (rungs, a time budget, TPUs) rule out together."""
+        proxy, tpu = self.proxy, self.proxy.tpu or self.tpus_per_trial
+        if self.rungs:
+            Rungs(self.rungs, self.reduction_factor)  # validates them
+            if tpu:
+                raise ValueError("rungs: TPU trials train through Keras's fit and have no rungs yet")
+            if proxy.train_seconds:
+                raise ValueError("train_seconds: a time budget per candidate replaces --rungs' epochs; give one")
+        if tpu:
+            tpu_lacks = [name for name, on in (("train_seconds", proxy.train_seconds),
+                                               ("max_latency_ms", self.max_latency_ms),
+                                               ("latency_target_ms", self.latency_target_ms),
+                                               ("objectives", self.algorithm == "pareto_evolution")) if on]
+            if tpu_lacks:
+                raise ValueError(f"{', '.join(tpu_lacks)}: TPU trials train through Keras's fit, which measures "
+                                 "no latency or step time and has no time budget yet")
+        if proxy.train_seconds and proxy.timeout_s and proxy.train_seconds >= 0.8 * proxy.timeout_s:
+            raise ValueError(f"train_seconds: {proxy.train_seconds:g} s leaves no room under the trial timeout "
+                             f"of {proxy.timeout_s:g} s (--trial_timeout_s); raise it or train shorter")
+
+    def limits(self) -> Limits:
+        return Limits({m: getattr(self, f"max_{m}") for m in LIMITED if getattr(self, f"max_{m}")})
+
+    def reward(self) -> MnasReward | None:
+        if not self.latency_target_ms:
+            return None
+        return MnasReward(self.cost_metric, self.latency_target_ms, self.latency_weight)
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["proxy"] = self.proxy.to_dict()
+        return data
+
+    def algorithm_params(self) -> dict[str, Any]:
+        goals = parse_goals(list(self.objectives) or ["val_accuracy:max", "latency_ms:min"], MEASURES)
+        return {"population_size": self.population_size, "sample_size": self.sample_size,
+                "objectives": [str(g) for g in goals]}
+
+    def size_measure(self) -> Callable[[Any], dict[str, int]] | None:
+        """With a size limit: a child's size, built in a Ray worker (Ray is up when it is asked)."""
+        if not (self.max_params or self.max_multiply_adds):
+            return None
+        from experiments.trial import size_measure
+
+        return size_measure(self.proxy.to_dict(), self.search_space().to_config())
+
+    def search_space(self) -> SearchSpace:
+        """The space candidates come from: NASNet cells, the one family the proxy trainer builds, unless
+        a function of one's own trains them (`space`)."""
+        return space_from_config(self.space or {"name": "nasnet", "num_blocks": self.num_blocks})
+
+    def new_algorithm(self, journal_path: str | None = None, journal_lock: JournalLock | None = None
+                      ) -> SearchAlgorithm:
+        rungs = Rungs(self.rungs, self.reduction_factor) if self.rungs else None
+        return make_algorithm(self.algorithm, self.search_space(), self.algorithm_params(), seed=self.seed,
+                              journal_path=journal_path, journal_lock=journal_lock, rungs=rungs,
+                              reward=self.reward(), limits=self.limits(), measure=self.size_measure(),
+                              objective=self.objective, mode=self.mode, initial=self.initial)
+
+
+def resume_differences(config: SearchConfig, algorithm: SearchAlgorithm, saved: dict[str, Any] | None) -> list[str]:
+    """What differs from the search being resumed: the algorithm as its journal records it (what the
+    "journal" settings built), then every compared setting against the saved search_config.json."""
+    expected = config.new_algorithm().config()
+    changed = [f"{k}: {algorithm.config()[k]!r} in the journal, {v!r} now"
+               for k, v in expected.items() if as_json(algorithm.config()[k]) != as_json(v)]
+    if saved is not None:
+        changed += changed_settings(type(config), saved, config)
+    return changed
+
+
+def open_search(config: SearchConfig) -> SearchAlgorithm:
+    """A new search in `config.output_dir`, or the one already there, resumed from its journal.
+
+    Raises JournalLocked, naming the running driver, when another driver has the search open, and
+    ValueError when the settings differ from the saved search's in a way that would mix
+    incomparable trials (algorithm, seed, P, S, space, proxy task), and when a data dir cannot
+    feed the proxy.
+    """
+    if not config.trainable:
+        check_proxy(config.proxy)
+    os.makedirs(config.output_dir, exist_ok=True)
+    journal = os.path.join(config.output_dir, JOURNAL)
+    config_path = os.path.join(config.output_dir, CONFIG)
+    lock = JournalLock(journal)  # one driver per search, from before it reads or writes anything
+    if os.path.exists(journal) and os.path.getsize(journal) > 0:
+        algorithm = resume(journal, lock=lock, measure=config.size_measure())
+        saved = read_json(config_path) if os.path.exists(config_path) else None
+        changed = resume_differences(config, algorithm, saved)
+        if changed:
+            algorithm.close()
+            raise ValueError(f"{config.output_dir} holds a different search ({'; '.join(changed)}); "
+                             "use a new --output_dir for a different search")
+        log.info("resumed %s: %d trials done, %d to re-issue", journal, algorithm.completed(),
+                 len(algorithm.pending()))
+        write_json(config_path, config.to_json())
+        return algorithm
+    try:
+        write_json(config_path, config.to_json())  # before the journal: a journal always has its config
+    except BaseException:
+        lock.release()
+        raise
+    return config.new_algorithm(journal_path=journal, journal_lock=lock)

@@ -11,7 +11,7 @@ import pytest
 
 from experiments.promote import PromoteConfig, first_at, open_plan, top_genotypes
 from experiments.search import SearchConfig
-from tests.conftest import amoeba
+from tests.conftest import amoeba_here as amoeba  # in this process: a TensorFlow import less each
 
 RECIPE = ["--num_cells=1", "--image_size=16", "--train_steps=6", "--train_batch_size=16", "--eval_batch_size=16",
           "--steps_per_eval=3", "--iterations_per_loop=3", "--augmentation=cifar", "--cutout=4",

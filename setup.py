@@ -3,7 +3,7 @@
 from setuptools import find_packages, setup
 
 # Tested with: tensorflow-cpu 2.21.0, ray 2.60.0, numpy 2.4, pandas 3.1, absl-py 2.5,
-# google-cloud-storage 3.17, scikit-learn 1.9, pytest 9, hypothesis 6 (Python 3.11, Linux x86_64).
+# google-cloud-storage 3.17, scikit-learn 1.9, pytest 9, pytest-xdist 3.8, hypothesis 6 (Python 3.11, Linux x86_64).
 LINUX_X86 = 'sys_platform == "linux" and platform_machine == "x86_64"'
 NOT_LINUX_X86 = 'sys_platform != "linux" or platform_machine != "x86_64"'
 
@@ -28,6 +28,7 @@ setup(
         "matplotlib>=3.8",
         "tensorboard>=2.20",
     ],
-    extras_require={"test": ["pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3", "gcp-storage-emulator>=2024.8"]},
+    extras_require={"test": ["pytest>=8", "pytest-xdist>=3.5", "filelock>=3.12", "hypothesis>=6.100",
+                             "pytest-timeout>=2.3", "gcp-storage-emulator>=2024.8"]},
     entry_points={"console_scripts": ["amoeba=experiments.cli:run"]},
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -24,6 +25,36 @@ def amoeba(*args: str, check: bool = True, timeout: float = 900, env: dict[str, 
     result = subprocess.run(AMOEBA + list(args), capture_output=True, text=True, timeout=timeout,
                             env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}, cwd=REPO)
     if check and result.returncode != 0:
+        raise AssertionError(f"amoeba {args} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return result
+
+
+def amoeba_here(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run `amoeba ARGS...` in this process, as `amoeba` does (flags parsed, the same exit codes),
+    with its stdout and stderr captured: for tests that are not about the process itself, saving
+    a Python start and a TensorFlow import. Flags are reset before and after."""
+    import contextlib
+    import importlib
+    import io
+    import logging
+
+    from experiments.cli import OUR_PACKAGES, run
+
+    command = importlib.import_module(f"experiments.commands.{args[0]}")
+    loggers = [logging.getLogger(name) for name in OUR_PACKAGES]
+    saved = [(logger.handlers, logger.level, logger.propagate) for logger in loggers]
+    out, err, code = io.StringIO(), io.StringIO(), 0
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            run(["amoeba", *args])
+    except SystemExit as exit:
+        code = exit.code if isinstance(exit.code, int) else int(exit.code is not None)
+    finally:
+        command.FLAGS.unparse_flags()
+        for logger, (handlers, level, propagate) in zip(loggers, saved):
+            logger.handlers, logger.level, logger.propagate = handlers, level, propagate
+    result = subprocess.CompletedProcess(["amoeba", *args], code, out.getvalue(), err.getvalue())
+    if check and code != 0:
         raise AssertionError(f"amoeba {args} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
     return result
 
@@ -92,11 +123,32 @@ def shared_dir() -> str:
     return path
 
 
+def shared_tmp(tmp_path_factory) -> str:
+    """A folder shared by every pytest-xdist worker of this run (each worker's base temp is one
+    folder below it), for data made once per run under a file lock."""
+    base = tmp_path_factory.getbasetemp()
+    return str(base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base)
+
+
 @pytest.fixture(scope="session")
 def cifar_mini(shared_dir, tmp_path_factory):
-    """../shared's cifar10-mini (1,000 train, 200 eval JPEGs) prepared once: (CSV dir, data dir)."""
+    """../shared's cifar10-mini (1,000 train, 200 eval JPEGs) prepared once a run, for every
+    pytest-xdist worker: (CSV dir, data dir). `amoeba prepare` itself is tested in test_prepare.py."""
+    from filelock import FileLock
+
+    from trainer.prepare import PrepareConfig, prepare
+
     src = os.path.join(shared_dir, "data", "cifar10-mini")
-    out = str(tmp_path_factory.mktemp("data") / "cifar")
-    amoeba("prepare", f"--train_csv={src}/train_set.csv", f"--eval_csv={src}/eval_set.csv",
-           f"--labels={src}/labels.txt", f"--output_dir={out}")
+    out = os.path.join(shared_tmp(tmp_path_factory), "cifar10-mini-prepared")
+    with FileLock(out + ".lock"):
+        if not os.path.exists(os.path.join(out, "metadata.json")):
+            shutil.rmtree(out, ignore_errors=True)  # a worker that died while writing it
+            prepare(PrepareConfig(f"{src}/train_set.csv", f"{src}/eval_set.csv", out, labels=f"{src}/labels.txt"),
+                    verbose=False)
     return src, out
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Integration tests first: pytest-xdist hands out tests in this order, so the long ones start
+    early and the many short ones fill in around them instead of one long test finishing last."""
+    items.sort(key=lambda item: item.get_closest_marker("integration") is None)

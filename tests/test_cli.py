@@ -56,8 +56,8 @@ def test_flagfile_is_read_and_validated(tmp_path):
     assert not (tmp_path / "out" / "journal.jsonl").exists()
 
 
-def test_tensorflow_start_up_chatter_is_quiet_unless_asked_for(cifar_mini, tmp_path):
-    src, _ = cifar_mini
+def test_tensorflow_start_up_chatter_is_quiet_unless_asked_for(shared_dir, tmp_path):
+    src = os.path.join(shared_dir, "data", "cifar10-mini")  # two of its JPEGs (not the prepared dir)
     csv = tmp_path / "two.csv"
     csv.write_text("".join(f"{os.path.join(src, line)}\n" for line in open(os.path.join(src, "train_set.csv")).read().splitlines()[1:3]))
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}

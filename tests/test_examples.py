@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from evolution import resume
-from tests.conftest import REPO, amoeba, wait_for_text
+from tests.conftest import REPO, amoeba_here, wait_for_text
 
 QUIET = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
 
@@ -55,8 +55,8 @@ def test_the_same_space_through_ray_tune_two_at_a_time_killed_and_resumed(tmp_pa
     assert events.count("reissue") == len(in_flight) and events.count("tell") == 8
     table = pd.read_csv(os.path.join(out, "results.csv"))
     assert set(table.status) == {"ok"} and table.val_accuracy.between(0.5, 1).all()
-    assert "n_estimators=" in amoeba("results", out).stdout
-    amoeba("report", out)
+    assert "n_estimators=" in amoeba_here("results", out).stdout
+    amoeba_here("report", out)
     assert "max_features=" in open(os.path.join(out, "report.html")).read()
 
 

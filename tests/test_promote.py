@@ -11,7 +11,7 @@ import pytest
 
 from experiments.promote import PromoteConfig, first_at, open_plan, top_genotypes
 from experiments.search import SearchConfig
-from tests.conftest import amoeba
+from tests.conftest import amoeba_here as amoeba  # in this process: a TensorFlow import less each
 
 RECIPE = ["--num_cells=1", "--image_size=16", "--train_steps=6", "--train_batch_size=16", "--eval_batch_size=16",
           "--steps_per_eval=3", "--iterations_per_loop=3", "--augmentation=cifar", "--cutout=4",
@@ -108,6 +108,7 @@ def test_match_filters_refuses_a_size_it_cannot_reach():
         match_filters(spec, 10)
 
 
+@pytest.mark.integration  # trains through Ray Tune
 @pytest.mark.timeout(600)
 def test_promote_end_to_end_on_fake_imagenet(tmp_path):
     from trainer.fake_imagenet import write_fake_imagenet
@@ -158,6 +159,7 @@ def test_promote_end_to_end_on_fake_imagenet(tmp_path):
     assert page.count("<figure") >= 3 and "resnet20" in page
 
 
+@pytest.mark.integration  # trains through Ray Tune
 @pytest.mark.timeout(300)
 def test_a_model_that_fails_is_recorded_and_the_others_finish(tmp_path):
     from trainer.fake_imagenet import write_fake_imagenet

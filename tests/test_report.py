@@ -16,7 +16,7 @@ import pytest
 from experiments.promote import PromoteConfig, comparison_table, open_plan, write_comparison
 from experiments.report import best_trials, build_report, load_run, pareto_front, search_summary
 from experiments.search import SearchConfig
-from tests.conftest import amoeba
+from tests.conftest import amoeba_here as amoeba  # in this process: the browser is the process that matters
 
 def figure_count(page: str) -> int:
     return page.count("<figure data-figure=")

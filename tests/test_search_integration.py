@@ -15,7 +15,7 @@ import pytest
 from evolution import resume
 from searchspace import NasNetGenotype, NasNetSpace
 from experiments.trial import HANG_GRACE_ENV
-from tests.conftest import AMOEBA, QUIET_TF, amoeba, wait_for_text
+from tests.conftest import AMOEBA, QUIET_TF, amoeba, amoeba_here, wait_for_text
 
 TINY_SEARCH = ["--max_concurrent=2", "--population_size=3", "--sample_size=2", "--epochs=1",
                "--filters=4", "--num_blocks=2", "--batch_size=64"]
@@ -45,7 +45,7 @@ def test_tiny_search_through_ray_tune_then_resume(tmp_path):
     best = json.load(open(os.path.join(out, "best_genotype.json")))
     assert best["value"] == table.val_accuracy.max()
     NasNetGenotype.from_json(best["genotype"])
-    assert "h2 = " in amoeba("show", os.path.join(out, "best_genotype.json")).stdout
+    assert "h2 = " in amoeba_here("show", os.path.join(out, "best_genotype.json")).stdout
 
     # Same output dir, larger budget: resumes and runs only the 2 new trials.
     result = amoeba("search", f"--output_dir={out}", "--max_trials=8", *tiny)
@@ -77,7 +77,7 @@ def test_limits_reject_big_children_and_record_slow_ones_infeasible_without_trip
     with open(os.path.join(out, "journal.jsonl")) as f:
         rejects = [e for e in map(json.loads, f) if e["event"] == "reject"]
     assert rejects and all(e["figures"]["params"] > 8000 for e in rejects)
-    shown = amoeba("results", out, "--top=0").stdout
+    shown = amoeba_here("results", out, "--top=0").stdout
     assert "4/4 done (0 failed, 4 infeasible)" in shown and shown.count(" infeasible ") == 4
 
 
@@ -92,7 +92,7 @@ def test_config_errors_fail_at_once_without_a_journal(tmp_path):
         (["--rungs=1,x"], "rungs: ['1', 'x'] are not whole numbers"),
         (["--initial=amoebanet_z"], "initial: 'amoebanet_z': neither a reference name (amoebanet_a, amoebanet_d, nasnet_a)"),
     ]:
-        result = amoeba("search", f"--output_dir={out}", *flags, check=False)
+        result = amoeba_here("search", f"--output_dir={out}", *flags, check=False)
         assert result.returncode != 0 and message in result.stderr
         assert not os.path.exists(os.path.join(out, "journal.jsonl"))
 
@@ -114,7 +114,7 @@ def test_search_on_a_prepared_dir_of_jpegs(cifar_mini, tmp_path):
     told = resume(os.path.join(out, "journal.jsonl"), read_only=True).outcomes.values()
     assert {(o.metrics["validation_images"], o.metrics["train_images"]) for o in told} == {(100, 256)}
     assert {o.metrics["epochs"] for o in told} <= {1, 2} and "trial 0 at rung 0 (1 epochs)" in result.stdout
-    assert "3/3 done (0 failed)" in amoeba("results", out).stdout
+    assert "3/3 done (0 failed)" in amoeba_here("results", out).stdout
 
 
 @pytest.mark.integration

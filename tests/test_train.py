@@ -11,9 +11,9 @@ import time
 import pytest
 import tensorflow as tf
 
-from tests.conftest import AMOEBA, QUIET_TF, REPO, amoeba
+from tests.conftest import AMOEBA, QUIET_TF, REPO, amoeba, amoeba_here
 
-TRAIN = ["--model=resnet18", "--image_size=32", "--train_batch_size=32", "--eval_batch_size=64",
+TRAIN = ["--model=resnet20", "--image_size=32", "--train_batch_size=32", "--eval_batch_size=64",
          "--optimizer=momentum", "--learning_rate=0.05", "--lr_schedule=cosine", "--iterations_per_loop=5"]
 
 
@@ -55,7 +55,7 @@ def test_train_kill_resume_evaluate_export_predict(cifar_mini, tmp_path):
     killed_at = int(saved.rsplit("-", 1)[1])
     assert 10 <= killed_at < 60
 
-    result = amoeba(*args, f"--export_dir={export_dir}")
+    result = amoeba_here(*args, f"--export_dir={export_dir}")  # resumed in this process
     resumed_at = int(result.stdout.split("resuming from ")[1].split(" at step ")[1].split()[0])
     assert resumed_at == killed_at  # nothing lost but the steps after the last checkpoint
     assert "step 60/60" in result.stdout
@@ -72,18 +72,18 @@ def test_train_kill_resume_evaluate_export_predict(cifar_mini, tmp_path):
     assert 0 < history[0]["wall_seconds"] < history[1]["wall_seconds"]  # training time, adding up over the resume
 
     # Evaluate again from the model_dir alone: the same figures.
-    again = json.loads(amoeba("evaluate", f"--model_dir={model_dir}").stdout.strip().splitlines()[-1])
+    again = json.loads(amoeba_here("evaluate", f"--model_dir={model_dir}").stdout.strip().splitlines()[-1])
     assert again["top1"] == pytest.approx(evaluation["top1"]) and again["step"] == 60
 
     labels = open(os.path.join(src, "labels.txt")).read().split()
     image = os.path.join(src, "test", "frog", "0000.jpg")
-    out = json.loads(amoeba("predict", f"--export_dir={export_dir}", "--format=json", "--top_k=3", image).stdout)
+    out = json.loads(amoeba_here("predict", f"--export_dir={export_dir}", "--format=json", "--top_k=3", image).stdout)
     assert out[0]["image"] == image and len(out[0]["predictions"]) == 3
     assert all(p["label"] in labels for p in out[0]["predictions"])
     assert 0.0 < sum(p["probability"] for p in out[0]["predictions"]) <= 1.0 + 1e-5
     not_an_image = tmp_path / "notes.jpg"
     not_an_image.write_text("not a picture")
-    bad = amoeba("predict", f"--export_dir={export_dir}", image, str(not_an_image), check=False)
+    bad = amoeba_here("predict", f"--export_dir={export_dir}", image, str(not_an_image), check=False)
     assert bad.returncode == 1 and f"{not_an_image}: not a decodable image" in bad.stderr
 
 
@@ -96,21 +96,21 @@ def test_a_tiny_overfit_model_predicts_its_training_images(cifar_mini, tmp_path)
     csv = tmp_path / "train.csv"
     csv.write_text("".join(f"{os.path.join(src, r.split(',')[0])},{r.split(',')[1]}\n" for r in picked))
     data, model_dir, export_dir = str(tmp_path / "d"), str(tmp_path / "m"), str(tmp_path / "e")
-    amoeba("prepare", f"--train_csv={csv}", f"--eval_csv={csv}", f"--output_dir={data}")
+    amoeba_here("prepare", f"--train_csv={csv}", f"--eval_csv={csv}", f"--output_dir={data}")
     assert open(os.path.join(data, "labels.txt")).read().split() == ["airplane", "frog"]  # derived, sorted
-    trained = amoeba("train", "--model=resnet18", "--image_size=32", "--train_batch_size=8", "--eval_batch_size=8",
+    trained = amoeba_here("train", "--model=resnet18", "--image_size=32", "--train_batch_size=8", "--eval_batch_size=8",
                      "--optimizer=momentum", "--lr=0.02", "--lr_schedule=constant", "--iterations_per_loop=20",
                      "--train_steps=80", f"--data={data}", f"--model_dir={model_dir}", f"--export_dir={export_dir}")
     assert "--lr is deprecated; use --learning_rate" in trained.stderr  # the old spelling still works
     images = [os.path.join(src, r.split(",")[0]) for r in picked]
-    out = json.loads(amoeba("predict", f"--export_dir={export_dir}", "--format=json", *images).stdout)
+    out = json.loads(amoeba_here("predict", f"--export_dir={export_dir}", "--format=json", *images).stdout)
     predicted = [o["predictions"][0]["label"] for o in out]
     assert predicted == [r.split(",")[1] for r in picked]
     # The CIFAR ResNet-20 baseline, whose shortcuts are a layer of ours, exports and predicts too.
-    amoeba("train", "--model=resnet20", "--image_size=32", "--train_batch_size=8", "--eval_batch_size=8",
+    amoeba_here("train", "--model=resnet20", "--image_size=32", "--train_batch_size=8", "--eval_batch_size=8",
            "--iterations_per_loop=10", "--train_steps=10", f"--data={data}", f"--model_dir={tmp_path / 'm20'}",
            f"--export_dir={tmp_path / 'e20'}")
-    predicted = amoeba("predict", f"--model={tmp_path / 'e20'}", "--format=json", *images[:2])
+    predicted = amoeba_here("predict", f"--model={tmp_path / 'e20'}", "--format=json", *images[:2])
     assert "--model is deprecated; use --export_dir" in predicted.stderr
     assert all(o["predictions"][0]["label"] in ("airplane", "frog") for o in json.loads(predicted.stdout))
 
@@ -141,8 +141,9 @@ def test_a_searched_cell_retrains_from_best_genotype_json_with_the_nasnet_recipe
     best = tmp_path / "best_genotype.json"
     best.write_text(json.dumps({"trial_id": 7, "value": 0.9, "genotype": genotype.to_json()}))
     data, model_dir = str(tmp_path / "fake"), str(tmp_path / "m")
-    amoeba("prepare", "--fake_imagenet", f"--output_dir={data}", "--num_train=64", "--num_eval=16",
+    amoeba_here("prepare", "--fake_imagenet", f"--output_dir={data}", "--num_train=64", "--num_eval=16",
            "--num_classes=3", "--image_size=32")
+    # its own process: bfloat16 sets Keras' global policy for the rest of the process
     result = amoeba("train", f"--model={best}", "--num_cells=1", "--filters=8", "--image_size=32",
                     "--train_batch_size=16", "--eval_batch_size=16", "--train_steps=6", "--iterations_per_loop=3",
                     "--optimizer=rmsprop", "--learning_rate=0.05", "--lr_warmup_epochs=0.5", "--lr_decay_value=0.9",
@@ -156,7 +157,7 @@ def test_a_searched_cell_retrains_from_best_genotype_json_with_the_nasnet_recipe
     evaluation = json.load(open(os.path.join(model_dir, "eval_results.json")))
     assert evaluation["num_examples"] == 16 and all(map(math.isfinite, evaluation.values()))
     assert evaluation["step"] == 6
-    bad = amoeba("train", "--model=resnet19", f"--data={data}", f"--model_dir={tmp_path / 'x'}", check=False)
+    bad = amoeba_here("train", "--model=resnet19", f"--data={data}", f"--model_dir={tmp_path / 'x'}", check=False)
     assert bad.returncode == 1 and "not one of resnet18" in bad.stderr
 
 

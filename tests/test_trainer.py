@@ -89,6 +89,7 @@ def test_train_candidate_learns_digits():
     assert 0 < metrics["step_ms"] < 1000 * metrics["train_seconds"]
 
 
+@pytest.mark.integration  # trains 3 epochs, as test_train_candidate_learns_digits
 @pytest.mark.parametrize("precision", ["bfloat16", "mixed_float16"])
 def test_train_candidate_learns_digits_in_16_bit_precision(precision):
     metrics = train_candidate(TINY, ProxyConfig(epochs=3, filters=8, precision=precision))
@@ -96,6 +97,7 @@ def test_train_candidate_learns_digits_in_16_bit_precision(precision):
     assert keras.mixed_precision.global_policy().name == "float32"  # the next trial starts in float32
 
 
+@pytest.mark.integration  # trains 3 epochs, as test_train_candidate_learns_digits
 def test_the_strategy_path_of_tpu_trials_learns_digits_under_the_default_strategy():
     import tensorflow as tf
 

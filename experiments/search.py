@@ -178,7 +178,7 @@ def _run_tuners(config: SearchConfig, algorithm: SearchAlgorithm, breaker: Circu
         trainable = tune.with_parameters(
             run_trial, proxy={**config.proxy.to_dict(), "threads": max(1, int(resources["CPU"])),
                               "tpu": "local" if config.tpus_per_trial else None},
-            space=algorithm.space.to_config(), notes=notes)
+            space=algorithm.space.to_config(), notes=notes, objectives=[g.metric for g in algorithm.goals])
     progress = ProgressCallback(algorithm, config.max_trials, every_s=config.progress_every_s)
     part = 0
     while not halted() and (left := config.max_trials - algorithm.completed()) > 0:

@@ -17,6 +17,7 @@ from typing import Any, Callable
 from evolution import ALGORITHMS, JournalLock, SearchAlgorithm, make_algorithm, resume
 from evolution.algorithms import as_json, genotype_of
 from evolution.objectives import LIMITED, MEASURES, Limits, MnasReward, parse_goals
+from evolution.params import EvolutionParams, ParetoParams
 from evolution.rungs import Rungs
 from experiments.layout import CONFIG, JOURNAL
 from experiments.settings import FREE, JOURNAL as BY_JOURNAL, changed_settings
@@ -43,6 +44,13 @@ def _algo(default: Any, help: str, **meta: Any) -> Any:
     return _setting(default, help, BY_JOURNAL, **meta)
 
 
+def _algo_param(name: str) -> Any:
+    """An algorithm parameter as a setting: its default and help are the algorithm's own
+    declaration (evolution/params.py), written nowhere else."""
+    declared = {f.name: f for f in dataclasses.fields(EvolutionParams)}[name]
+    return _algo(declared.default, declared.metadata["help"])
+
+
 PROXY_FLAGS = {  # how ProxyConfig's fields are flags of `amoeba search`
     "rename": {"timeout_s": "trial_timeout_s"},
     "choices": {"dataset": sorted(PROXY_DATASETS), "precision": list(PRECISIONS)},
@@ -59,8 +67,8 @@ class SearchConfig:
                                       "on_resume": FREE})
     algorithm: str = _algo("regularized_evolution", "Search algorithm.", choices=sorted(ALGORITHMS))
     max_trials: int = _runs(30, "Total number of trials of the search.")
-    population_size: int = _algo(10, "P: population size.")
-    sample_size: int = _algo(3, "S: tournament sample size.")
+    population_size: int = _algo_param("population_size")
+    sample_size: int = _algo_param("sample_size")
     max_concurrent: int = _runs(0, "Trials trained at the same time (0: as many as the cluster's CPUs, GPUs and "
                                    "TPUs allow for the per-trial amounts).")
     seed: int = _algo(0, "Seed of the search and of candidate training.")
@@ -140,7 +148,8 @@ class SearchConfig:
         for i, genotype in enumerate(self.initial):  # before anything is written
             genotype_of(space, genotype, f"initial[{i}]")
         self.limits()
-        self.reward()
+        if self.reward() is not None:
+            self.reward().check(self.objective, self.mode)
 
     def _check_trainer(self) -> None:
         """What the proxy trainer's ways of training (rungs, a time budget, TPUs) rule out together."""
@@ -177,7 +186,7 @@ class SearchConfig:
         return data
 
     def algorithm_params(self) -> dict[str, Any]:
-        goals = parse_goals(list(self.objectives) or ["val_accuracy:max", "latency_ms:min"], MEASURES)
+        goals = parse_goals(list(self.objectives) or list(ParetoParams.objectives), MEASURES)
         return {"population_size": self.population_size, "sample_size": self.sample_size,
                 "objectives": [str(g) for g in goals]}
 

@@ -70,6 +70,7 @@ def test_a_search_made_before_the_data_settings_existed_still_resumes(tmp_path):
     ({"rungs": (1, 3), "proxy": ProxyConfig(train_seconds=60)}, "replaces --rungs"),
     ({"objectives": ("val_accuracy:max", "latency_ms:min")}, "need --algorithm=pareto_evolution"),
     ({"algorithm": "pareto_evolution", "objectives": ("val_accuracy:max", "latency:min")}, "unknown measure"),
+    ({"latency_target_ms": 5.0, "objective": "val_loss", "mode": "min"}, "would favour the dearer cell"),
 ])
 def test_cost_settings_that_cannot_work_are_config_errors(settings, message):
     with pytest.raises(ValueError, match=message):
@@ -152,6 +153,15 @@ def test_a_new_setting_is_one_field_and_so_a_flag_a_keyword_and_compared_on_resu
     open_search(dataclasses.replace(config, max_trials=50, max_concurrent=2)).close()  # how it runs: free
     with pytest.raises(ValueError, match="knob: 5 before, 6 now"):
         open_search(dataclasses.replace(config, knob=6))
+
+
+def test_population_and_sample_size_are_declared_once_by_the_algorithm():
+    from evolution.params import EvolutionParams
+
+    fields = {f.name: f for f in dataclasses.fields(SearchConfig)}
+    for declared in dataclasses.fields(EvolutionParams):
+        assert fields[declared.name].default == declared.default
+        assert fields[declared.name].metadata["help"] == declared.metadata["help"]
 
 
 def test_api_search_takes_every_setting_as_a_keyword():

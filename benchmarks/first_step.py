@@ -6,10 +6,11 @@ splits the two (`get_concrete_function`, then the first call) for variants of th
 in a fresh process, alternated, on the same sampled cells:
   keras_default:   the step as it was (Keras SGD, its slots created inside the first trace);
   keras_prebuilt:  optimizer.build() before tracing (a step that creates variables is traced twice);
-  fused_update:    trainer/candidate.py's MomentumSGD (one fused op per variable);
+  fused_update:    trainer/fused_optimizer.py's MomentumSGD (one fused op per variable);
   fused_update_bn: and FusedBatchNormalization (one op per batch norm);
   fused_update_bn_nograppler: and Grappler's meta-optimizer off.
-trainer/candidate.py uses the last. Steady steps are timed too, so a cut that slows training shows.
+The search's training step (trainer/candidate_loop.py) uses the last. Steady steps are timed too,
+so a cut that slows training shows.
 Run: .venv/bin/python benchmarks/first_step.py [--cells=3 --proxy=digits|cifar]
 """
 
@@ -32,8 +33,9 @@ def worker(variant: str, proxy: str, seed: int) -> None:
     import tensorflow as tf
 
     from searchspace import NasNetSpace
-    from trainer.candidate import GRAPPLER_OFF, MomentumSGD, graph_options
+    from trainer.fused_optimizer import MomentumSGD
     from trainer.nasnet import NasNetConfig, build_nasnet
+    from trainer.worker_setup import GRAPPLER_OFF, graph_options
 
     shape, classes, filters = PROXIES[proxy]
     keras.utils.set_random_seed(seed)

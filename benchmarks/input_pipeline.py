@@ -133,7 +133,8 @@ def child(kind: str, data_dir: str, steps: int, loops: int, cache: bool = False)
                                 f"--loops={loops}"] + (["--cache"] if cache else []))
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The command line: the measurement's size, or one child's part (--worker)."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=4, help="child processes per feed, alternated")
     parser.add_argument("--loops", type=int, default=3, help="timed calls per child, after the first")
@@ -142,11 +143,11 @@ def main() -> None:
                         help="tfrecord side: train_dataset(cache=True), decoded images kept in memory")
     parser.add_argument("--worker", choices=["prepare", "tfrecord", "memory", "raw"])
     parser.add_argument("--data_dir")
-    args = parser.parse_args()
-    if args.worker:
-        worker(args.worker, args.data_dir, args.steps, args.loops, args.cache)
-        return
+    return parser.parse_args()
 
+
+def measure(args: argparse.Namespace) -> tuple[str, dict[str, list[dict]], dict]:
+    """Prepare the data, run the ABBA rounds and the raw pipelines: (data source, rows per feed, raw)."""
     tmp = tempfile.mkdtemp(prefix="input_pipeline_")
     try:
         data_dir = os.path.join(tmp, "data")
@@ -159,8 +160,12 @@ def main() -> None:
         raw = child("raw", data_dir, args.steps, args.loops)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    return source, rows, raw
 
-    images = BATCH * args.steps
+
+def summarize(rows: dict[str, list[dict]], raw: dict, steps: int) -> dict:
+    """The figures: images/sec per feed, the paired and pooled ratios, best loops, spread, raw rates."""
+    images = BATCH * steps
 
     def rate(kind: str) -> float:
         times = [t for row in rows[kind] for t in row["loop_s"]]
@@ -169,40 +174,65 @@ def main() -> None:
     per_round = [(images * len(a["loop_s"]) / sum(a["loop_s"])) / (images * len(b["loop_s"]) / sum(b["loop_s"]))
                  for a, b in zip(rows["tfrecord"], rows["memory"])]
     tfrecord, memory = rate("tfrecord"), rate("memory")
-    pooled, ratio = tfrecord / memory, statistics.median(per_round)
-    best = {kind: images / min(t for row in rows[kind] for t in row["loop_s"]) for kind in rows}
-    spread = max(max(t) / min(t) for t in ([t for row in rows[k] for t in row["loop_s"]] for k in rows))
-    raw_rate = {name: BATCH * RAW_BATCHES * len(t) / sum(t) for name, t in raw.items()}
+    return {
+        "tfrecord": tfrecord, "memory": memory, "pooled": tfrecord / memory, "per_round": per_round,
+        "ratio": statistics.median(per_round),
+        "best": {kind: images / min(t for row in rows[kind] for t in row["loop_s"]) for kind in rows},
+        "spread": max(max(t) / min(t) for t in ([t for row in rows[k] for t in row["loop_s"]] for k in rows)),
+        "raw_rate": {name: BATCH * RAW_BATCHES * len(t) / sum(t) for name, t in raw.items()},
+    }
+
+
+def print_table(source: str, fig: dict, args: argparse.Namespace) -> None:
+    """The human-readable lines: the training rates and ratios, the pipelines alone, the goal."""
+    tfrecord, memory, ratio, best, raw_rate = fig["tfrecord"], fig["memory"], fig["ratio"], fig["best"], fig["raw_rate"]
     print(f"data: {source}; model {MODEL} at {IMAGE_SIZE}x{IMAGE_SIZE}, batch {BATCH}, {args.steps} steps per "
           f"call, {args.loops} timed calls x {args.rounds} fresh processes per feed, {os.cpu_count()} CPUs")
     print(f"{'training images/sec':<40}{'value':>10}")
     print(f"{'fed by TFRecords (train_dataset' + (', cache' if args.cache else '') + ')':<40}{tfrecord:>10.1f}")
     print(f"{'fed by in-memory tensors':<40}{memory:>10.1f}")
-    print(f"{'tfrecord / in-memory, pooled':<40}{pooled:>10.3f}")
-    print(f"{'tfrecord / in-memory, median':<40}{ratio:>10.3f}   per round: " + " ".join(f"{x:.3f}" for x in per_round))
+    print(f"{'tfrecord / in-memory, pooled':<40}{fig['pooled']:>10.3f}")
+    print(f"{'tfrecord / in-memory, median':<40}{ratio:>10.3f}   per round: "
+          + " ".join(f"{x:.3f}" for x in fig["per_round"]))
     print(f"{'best loop: tfrecord, in-memory':<40}{best['tfrecord']:>10.1f}{best['memory']:>10.1f}"
           f"   ratio {best['tfrecord'] / best['memory']:.3f}")
-    print(f"slowest/fastest timed loop: {spread:.2f}"
-          + ("  (over 1.25: the CPUs were shared during the run)" if spread > 1.25 else ""))
+    print(f"slowest/fastest timed loop: {fig['spread']:.2f}"
+          + ("  (over 1.25: the CPUs were shared during the run)" if fig["spread"] > 1.25 else ""))
     print(f"{'pipeline alone, images/sec':<40}{'value':>10}{'x training':>12}")
     for name, label in (("tfrecord", "train_dataset"), ("tfrecord_cache", "train_dataset(cache=True)"),
                         ("memory", "in-memory tensors")):
         print(f"{label:<40}{raw_rate[name]:>10.0f}{raw_rate[name] / tfrecord:>12.1f}")
     print(f"goal tfrecord/in-memory >= {GOAL} (median of the rounds' paired ratios): "
           f"{'met' if ratio >= GOAL else 'MISSED'} ({ratio:.3f})")
-    print(json.dumps({
+
+
+def result_json(fig: dict, args: argparse.Namespace) -> dict:
+    """The final JSON line's record (the README's figures are these)."""
+    tfrecord, ratio, best, raw_rate = fig["tfrecord"], fig["ratio"], fig["best"], fig["raw_rate"]
+    return {
         "model": MODEL, "image_size": IMAGE_SIZE, "batch_size": BATCH, "steps_per_loop": args.steps,
         "loops": args.loops, "rounds": args.rounds, "cache": args.cache,
-        "tfrecord_images_per_s": round(tfrecord, 1), "memory_images_per_s": round(memory, 1),
-        "tfrecord_over_memory_ratio": round(ratio, 3), "pooled_tfrecord_over_memory_ratio": round(pooled, 3),
+        "tfrecord_images_per_s": round(tfrecord, 1), "memory_images_per_s": round(fig["memory"], 1),
+        "tfrecord_over_memory_ratio": round(ratio, 3), "pooled_tfrecord_over_memory_ratio": round(fig["pooled"], 3),
         "best_loop_tfrecord_over_memory_ratio": round(best["tfrecord"] / best["memory"], 3),
-        "loop_time_spread": round(spread, 2),
+        "loop_time_spread": round(fig["spread"], 2),
         "raw_pipeline_images_per_s": round(raw_rate["tfrecord"]),
         "raw_pipeline_cache_images_per_s": round(raw_rate["tfrecord_cache"]),
         "raw_memory_images_per_s": round(raw_rate["memory"]),
         "raw_pipeline_over_training_ratio": round(raw_rate["tfrecord"] / tfrecord, 1),
         "goal_met": ratio >= GOAL,
-    }))
+    }
+
+
+def main() -> None:
+    args = parse_args()
+    if args.worker:
+        worker(args.worker, args.data_dir, args.steps, args.loops, args.cache)
+        return
+    source, rows, raw = measure(args)
+    fig = summarize(rows, raw, args.steps)
+    print_table(source, fig, args)
+    print(json.dumps(result_json(fig, args)))
 
 
 if __name__ == "__main__":

@@ -179,7 +179,8 @@ def child(kind: str, data_dir: str, steps: int, loops: int, save_checkpoints_ste
                                 f"--loops={loops}", f"--save_checkpoints_steps={save_checkpoints_steps}"])
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The command line: the measurement's size, or one child's part (--worker)."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=4, help="child processes per side, alternated")
     parser.add_argument("--loops", type=int, default=3, help="timed calls per child, after the first")
@@ -188,11 +189,11 @@ def main() -> None:
                         help="the trainer's TrainConfig.save_checkpoints_steps (0: its default, by time)")
     parser.add_argument("--worker", choices=["prepare", "trainer", "fit"])
     parser.add_argument("--data_dir")
-    args = parser.parse_args()
-    if args.worker:
-        worker(args.worker, args.data_dir, args.steps, args.loops, args.save_checkpoints_steps)
-        return
+    return parser.parse_args()
 
+
+def measure(args: argparse.Namespace) -> tuple[str, dict[str, list[dict]]]:
+    """Prepare the data and run the ABBA rounds: (data source, rows per side)."""
     tmp = tempfile.mkdtemp(prefix="trainer_throughput_")
     try:
         data_dir = os.path.join(tmp, "data")
@@ -204,28 +205,25 @@ def main() -> None:
                 print(f"  round {r + 1} {kind:<8}: {rows[kind][-1]['all_in_s']}", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    return source, rows
 
-    images = BATCH * args.steps  # per call
+
+def _times(rows: dict[str, list[dict]], kind: str, part: str) -> list[float]:
+    """All timed calls of one side's `part` (loop_s, all_in_s, save_s), pooled over the rounds."""
+    return [t for row in rows[kind] for t in row[part]]
+
+
+def print_rates(rows: dict[str, list[dict]], images: int) -> dict:
+    """The images/sec rows (pooled, per-round median, best loop); returns their figures by part."""
+    print(f"{'images/sec':<28}{'trainer':>10}{'keras fit':>11}{'trainer/fit':>13}{'median':>8}   per round")
 
     def rate(kind: str, part: str) -> float:  # pooled: all timed calls of all rounds
-        times = [t for row in rows[kind] for t in row[part]]
+        times = _times(rows, kind, part)
         return images * len(times) / sum(times)
 
     def round_rates(kind: str, part: str) -> list[float]:
         return [images * len(row[part]) / sum(row[part]) for row in rows[kind]]
 
-    def best(kind: str, part: str) -> float:  # the fastest timed call: what is left without interference
-        return images / min(t for row in rows[kind] for t in row[part])
-
-    def spread(kind: str) -> float:
-        times = [t for row in rows[kind] for t in row["loop_s"]]
-        return max(times) / min(times)
-
-    print(f"data: {source}; model {MODEL} at {IMAGE_SIZE}x{IMAGE_SIZE}, batch {BATCH}, {args.steps} steps per "
-          f"call, {args.loops} timed calls x {args.rounds} fresh processes per side; threads: "
-          f"{rows['trainer'][0]['threads']} (0 = TF default, {os.cpu_count()} CPUs); trainer "
-          f"save_checkpoints_steps={args.save_checkpoints_steps or '0 (by time: every 600 s)'}")
-    print(f"{'images/sec':<28}{'trainer':>10}{'keras fit':>11}{'trainer/fit':>13}{'median':>8}   per round")
     figures = {}
     for part, label in (("loop_s", "loop (tf.function call)"), ("all_in_s", "per loop, all in")):
         t, f = rate("trainer", part), rate("fit", part)
@@ -235,27 +233,48 @@ def main() -> None:
               + " ".join(f"{x:.3f}" for x in per_round))
         figures[part] = (t, f, t / f, median)
     for part, label in (("loop_s", "best loop"), ("all_in_s", "best loop, all in")):
-        t, f = best("trainer", part), best("fit", part)
+        # the fastest timed call: what is left without interference
+        t, f = images / min(_times(rows, "trainer", part)), images / min(_times(rows, "fit", part))
         print(f"{label:<28}{t:>10.1f}{f:>11.1f}{t / f:>13.3f}")
         figures["best_" + part] = (t, f, t / f)
+    return figures
+
+
+def print_costs(rows: dict[str, list[dict]], args: argparse.Namespace) -> dict:
+    """The first call of each side and the trainer's loop split into loop, checkpoint and other."""
     first_t = statistics.mean(r["first_s"] for r in rows["trainer"])
     first_f = statistics.mean(r["first_s"] for r in rows["fit"])
     timed = args.loops * args.rounds
-    all_in_t = sum(t for row in rows["trainer"] for t in row["all_in_s"]) / timed
-    loop_t = sum(t for row in rows["trainer"] for t in row["loop_s"]) / timed
-    save_mean = sum(s for row in rows["trainer"] for s in row["save_s"]) / timed
+    all_in_t = sum(_times(rows, "trainer", "all_in_s")) / timed
+    loop_t = sum(_times(rows, "trainer", "loop_s")) / timed
+    save_mean = sum(_times(rows, "trainer", "save_s")) / timed
     print(f"{'first call, s (excluded)':<28}{first_t:>10.2f}{first_f:>11.2f}")
     print(f"trainer, mean s per {args.steps}-step loop: {all_in_t:.3f} all in = {loop_t:.3f} loop + "
           f"{save_mean:.3f} checkpoint save ({save_mean / all_in_t:.1%}) + {all_in_t - loop_t - save_mean:.3f} "
           f"other (summaries, print)")
-    ratio = figures["all_in_s"][3]
+    return {"first_t": first_t, "first_f": first_f, "checkpoint_share": save_mean / all_in_t}
+
+
+def print_goal(rows: dict[str, list[dict]], ratio: float) -> float:
+    """The loop-time spread (how shared the CPUs were) and the goal's verdict; returns the spread."""
+
+    def spread(kind: str) -> float:
+        times = _times(rows, kind, "loop_s")
+        return max(times) / min(times)
+
     slowest = max(spread("trainer"), spread("fit"))
     print(f"slowest/fastest timed loop: trainer {spread('trainer'):.2f}, fit {spread('fit'):.2f}"
           + ("  (over 1.25: the CPUs were shared during the run; the best-loop rows are the steadier figures)"
              if slowest > 1.25 else ""))
     print(f"goal trainer/fit >= {GOAL} (all in, median of the rounds' paired ratios): "
           f"{'met' if ratio >= GOAL else 'MISSED'} ({ratio:.3f})")
-    print(json.dumps({
+    return slowest
+
+
+def result_json(figures: dict, costs: dict, slowest: float, args: argparse.Namespace) -> dict:
+    """The final JSON line's record (the README's figures are these)."""
+    ratio = figures["all_in_s"][3]
+    return {
         "model": MODEL, "image_size": IMAGE_SIZE, "batch_size": BATCH, "steps_per_loop": args.steps,
         "loops": args.loops, "rounds": args.rounds, "save_checkpoints_steps": args.save_checkpoints_steps,
         "trainer_images_per_s": round(figures["all_in_s"][0], 1), "fit_images_per_s": round(figures["all_in_s"][1], 1),
@@ -266,10 +285,26 @@ def main() -> None:
         "loop_trainer_over_fit_ratio": round(figures["loop_s"][3], 3),
         "best_loop_all_in_trainer_over_fit_ratio": round(figures["best_all_in_s"][2], 3),
         "best_loop_trainer_over_fit_ratio": round(figures["best_loop_s"][2], 3),
-        "trainer_checkpoint_share": round(save_mean / all_in_t, 3), "loop_time_spread": round(slowest, 2),
-        "first_call_trainer_s": round(first_t, 2), "first_call_fit_s": round(first_f, 2),
+        "trainer_checkpoint_share": round(costs["checkpoint_share"], 3), "loop_time_spread": round(slowest, 2),
+        "first_call_trainer_s": round(costs["first_t"], 2), "first_call_fit_s": round(costs["first_f"], 2),
         "goal_met": ratio >= GOAL,
-    }))
+    }
+
+
+def main() -> None:
+    args = parse_args()
+    if args.worker:
+        worker(args.worker, args.data_dir, args.steps, args.loops, args.save_checkpoints_steps)
+        return
+    source, rows = measure(args)
+    print(f"data: {source}; model {MODEL} at {IMAGE_SIZE}x{IMAGE_SIZE}, batch {BATCH}, {args.steps} steps per "
+          f"call, {args.loops} timed calls x {args.rounds} fresh processes per side; threads: "
+          f"{rows['trainer'][0]['threads']} (0 = TF default, {os.cpu_count()} CPUs); trainer "
+          f"save_checkpoints_steps={args.save_checkpoints_steps or '0 (by time: every 600 s)'}")
+    figures = print_rates(rows, BATCH * args.steps)  # images per call
+    costs = print_costs(rows, args)
+    slowest = print_goal(rows, figures["all_in_s"][3])
+    print(json.dumps(result_json(figures, costs, slowest, args)))
 
 
 if __name__ == "__main__":

@@ -12,8 +12,8 @@ import time
 from ray.tune import Callback
 
 from evolution import SearchAlgorithm
-from trainer import storage
-from trainer.train_config import PROGRESS
+from core import storage
+from core.train_config import PROGRESS
 
 SUMMARY_EVERY_S = 60.0
 

@@ -26,8 +26,8 @@ import pandas as pd
 
 from evolution import SearchAlgorithm, resume
 from experiments.search import JOURNAL, trial_resources
-from trainer import storage
-from trainer.train_config import PROGRESS, TrainConfig, config_from_saved
+from core import storage
+from core.train_config import PROGRESS, TrainConfig, config_from_saved
 
 PLAN = "promote_plan.json"
 RESULT = "result.json"
@@ -182,13 +182,13 @@ def plan_models(config: PromoteConfig) -> list[PlannedModel]:
         raise ValueError(f"two --search_dir have the same folder name: {names}")
     if config.match_params and planned:
         from searchspace import NasNetGenotype
-        from trainer.models import count_params, match_filters
+        from trainer.models import count_params, match_filters, model_spec
         from trainer.records import read_metadata
 
         classes = read_metadata(config.data).num_classes
 
         def spec(model: str, genotype: Any = None):
-            return config.train_config("sizing", model, genotype).model_spec(classes)
+            return model_spec(config.train_config("sizing", model, genotype), classes)
 
         target = (int(config.match_params) if config.match_params.isdigit()
                   else count_params(spec(config.match_params)))

@@ -11,8 +11,8 @@ from typing import Any
 
 from absl import app, flags
 
-from trainer.proxy import PRECISIONS
-from trainer.train_config import AUGMENTATIONS, OPTIMIZERS, SCHEDULES, TrainConfig
+from core.proxy_config import PRECISIONS
+from core.train_config import AUGMENTATIONS, OPTIMIZERS, SCHEDULES, TrainConfig
 
 D = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
 # Old spellings, still read (with a warning): the vocabulary of amoeba search is the one

@@ -10,7 +10,7 @@ import os
 import pandas as pd
 
 from evolution import SearchAlgorithm
-from trainer.storage import write_json, write_text
+from core.storage import write_json, write_text
 
 COLUMNS = [
     "trial_id", "parent_id", "mutation", "genotype", "key", "status", "rung", "epochs", "val_accuracy", "params",

@@ -24,9 +24,9 @@ from evolution.objectives import LIMITED, MEASURES, Limits, MnasReward, parse_go
 from evolution.rungs import Rungs
 from experiments.results import top_table, write_results
 from searchspace import SearchSpace, space_from_config
-from trainer.proxy import ProxyConfig, check_proxy
-from trainer import storage
-from trainer.storage import read_json, write_json
+from core.proxy_config import ProxyConfig, check_proxy
+from core import storage
+from core.storage import read_json, write_json
 
 log = logging.getLogger(__name__)
 JOURNAL = "journal.jsonl"
@@ -312,9 +312,9 @@ def run_search(config: SearchConfig, algorithm: SearchAlgorithm, trainable: Any 
     if started_ray:
         quiet = {"TF_CPP_MIN_LOG_LEVEL": "2"}
         if config.ray_address:  # workers of another cluster get our packages shipped to them
-            import evolution, experiments, searchspace, trainer
+            import core, evolution, experiments, searchspace, trainer
 
-            init_ray(config.ray_address, {"env_vars": quiet, "py_modules": [evolution, experiments, searchspace,
+            init_ray(config.ray_address, {"env_vars": quiet, "py_modules": [core, evolution, experiments, searchspace,
                                                                             trainer]})
         else:  # a local Ray's workers inherit this environment (a runtime_env costs 0.5 s of start-up)
             for name, value in quiet.items():

@@ -11,8 +11,8 @@ from absl import app, flags
 from evolution import ALGORITHMS, MEASURES, JournalLocked
 from experiments.commands import whole_numbers
 from experiments.search import ClusterTooSmall, SearchConfig, SearchHalted, open_search, run_search, summary
-from trainer.storage import is_gcs
-from trainer.proxy import DATA_DIR_DATASET, PRECISIONS, PROXY_DATASETS, ProxyConfig
+from core.storage import is_gcs
+from core.proxy_config import DATA_DIR_DATASET, PRECISIONS, PROXY_DATASETS, ProxyConfig
 
 FLAGS = flags.FlagValues()
 _PROXY = ProxyConfig()  # flag defaults come from the config objects, not a second copy

@@ -14,7 +14,7 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.11",
-    packages=find_packages(include=["searchspace", "evolution", "trainer", "experiments", "experiments.*"]),
+    packages=find_packages(include=["core", "searchspace", "evolution", "trainer", "experiments", "experiments.*"]),
     package_data={"experiments": ["configs/*.cfg"]},
     install_requires=[
         f"tensorflow-cpu~=2.21.0; {LINUX_X86}",

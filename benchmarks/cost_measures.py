@@ -27,7 +27,7 @@ sys.path.insert(0, REPO)
 def timed_run(data: str, seconds: float, seed: int) -> dict:
     from searchspace import space_from_config
     from trainer.candidate import train_candidate
-    from trainer.proxy import ProxyConfig
+    from core.proxy_config import ProxyConfig
 
     genotype = space_from_config({"name": "nasnet", "num_blocks": 5}).sample(random.Random(seed))
     proxy = ProxyConfig(dataset="prepared", data=data, image_size=32, validation_images=5000, train_images=10000,
@@ -40,7 +40,7 @@ def timed_run(data: str, seconds: float, seed: int) -> dict:
 def digits_overhead(trials: int) -> dict:
     from searchspace import space_from_config
     from trainer.candidate import train_candidate
-    from trainer.proxy import ProxyConfig
+    from core.proxy_config import ProxyConfig
 
     space = space_from_config({"name": "nasnet", "num_blocks": 5})
     rng = random.Random(0)

@@ -34,7 +34,7 @@ def measure(side: str, model: str, precision: str, args: argparse.Namespace, dat
     import tensorflow as tf
 
     from trainer.models import ModelSpec, build_model
-    from trainer.proxy import PRECISIONS as POLICIES
+    from core.proxy_config import PRECISIONS as POLICIES
     from trainer.train import Trainer, TrainConfig
 
     images = tf.random.uniform((args.batch, args.image_size, args.image_size, 3), -1.0, 1.0, seed=0)

@@ -1,5 +1,5 @@
 """Search algorithms (ask/tell, journal, resume, multi-fidelity rungs). Pure Python: no TensorFlow;
-Ray only in `evolution.tune_searcher`.
+Ray only in `evolution.tune_searcher`; of our packages, only searchspace.
 
 records (Trial, Outcome) -> params (each algorithm's own parameters) -> proposal (tournament, top-1
 by a ranking, mutate) -> base + fidelity (bookkeeping, rungs, the pick) -> algorithms (the classes,

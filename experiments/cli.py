@@ -20,7 +20,7 @@ from absl import app, flags
 import experiments.commands
 
 COMMANDS = tuple(sorted(m.name for m in pkgutil.iter_modules(experiments.commands.__path__)))
-OUR_PACKAGES = ("evolution", "experiments", "searchspace", "trainer")
+OUR_PACKAGES = ("core", "evolution", "experiments", "searchspace", "trainer")
 
 
 def _pop_verbosity(argv: list[str]) -> int:

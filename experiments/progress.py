@@ -14,8 +14,8 @@ from ray.tune import Callback
 from evolution import SearchAlgorithm
 from experiments import ranking
 from experiments.layout import RESULT
-from trainer import storage
-from trainer.train_config import PROGRESS
+from core import storage
+from core.train_config import PROGRESS
 
 SUMMARY_EVERY_S = 60.0
 

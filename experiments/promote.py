@@ -28,8 +28,8 @@ from experiments import ranking
 from experiments.layout import JOURNAL, PLAN, RESULT
 from experiments.promote_config import PromoteConfig
 from experiments.resources import trial_resources
-from trainer import storage
-from trainer.train_config import PROGRESS, TrainConfig, config_from_saved
+from core import storage
+from core.train_config import PROGRESS, TrainConfig, config_from_saved
 
 RESULT_KEY = "promote_result"  # the trial's result.json, as JSON text in its Tune report
 COMPARISON_COLUMNS = [
@@ -105,13 +105,13 @@ def plan_models(config: PromoteConfig) -> list[PlannedModel]:
         raise ValueError(f"two --search_dir have the same folder name: {names}")
     if config.match_params and planned:
         from searchspace import NasNetGenotype
-        from trainer.models import count_params, match_filters
+        from trainer.models import count_params, match_filters, model_spec
         from trainer.records import read_metadata
 
         classes = read_metadata(config.data).num_classes
 
         def spec(model: str, genotype: Any = None):
-            return config.train_config("sizing", model, genotype).model_spec(classes)
+            return model_spec(config.train_config("sizing", model, genotype), classes)
 
         target = (int(config.match_params) if config.match_params.isdigit()
                   else count_params(spec(config.match_params)))

@@ -13,8 +13,8 @@ from typing import Any
 
 from experiments.search_config import SearchConfig
 from experiments.settings import FREE, as_json
-from trainer import storage
-from trainer.train_config import TrainConfig
+from core import storage
+from core.train_config import TrainConfig
 
 # The recipe's settings that change how the models run, not what is trained: free on a rerun
 RECIPE_HOW_IT_RUNS = ("eval_batch_size", "iterations_per_loop", "save_checkpoints_steps", "save_checkpoints_secs",

@@ -12,8 +12,8 @@ from typing import Any
 from absl import flags
 
 from experiments.settings import Setting, apply_deprecated, define_flags, flag_settings
-from trainer.proxy import PRECISIONS
-from trainer.train_config import AUGMENTATIONS, OPTIMIZERS, SCHEDULES, TrainConfig
+from core.proxy_config import PRECISIONS
+from core.train_config import AUGMENTATIONS, OPTIMIZERS, SCHEDULES, TrainConfig
 
 NOT_RECIPE = ("model", "data", "model_dir", "genotype")  # each command's own
 RENAME = {"num_epochs": "epochs"}  # the search's word for it
@@ -21,7 +21,7 @@ RENAME = {"num_epochs": "epochs"}  # the search's word for it
 DEPRECATED = {"reduction_size": "filters", "lr": "learning_rate", "num_epochs": "epochs"}
 CHOICES = {"lr_schedule": SCHEDULES, "optimizer": OPTIMIZERS, "precision": list(PRECISIONS),
            "augmentation": AUGMENTATIONS}
-# TrainConfig (trainer/train_config.py) carries no help metadata yet: its fields' help text, here
+# TrainConfig (core/train_config.py) carries no help metadata yet: its fields' help text, here
 HELP = {
     "train_batch_size": "Global training batch size.",
     "eval_batch_size": "Global evaluation batch size.",

@@ -12,7 +12,7 @@ import pandas as pd
 from evolution import SearchAlgorithm
 from experiments import ranking
 from experiments.layout import BEST, RESULTS
-from trainer.storage import write_json, write_text
+from core.storage import write_json, write_text
 
 COLUMNS = [
     "trial_id", "parent_id", "mutation", "genotype", "key", "status", "rung", "epochs", "val_accuracy", "params",

@@ -9,6 +9,7 @@ it. It orchestrates only: no TensorFlow here (trials import it in their own work
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import os
 import shutil
@@ -23,7 +24,7 @@ from experiments.layout import CHECKPOINTS, CONFIG, JOURNAL, RESULT_FILES
 from experiments.resources import ClusterTooSmall, trial_resources
 from experiments.results import top_table, write_results
 from experiments.search_config import SearchConfig, open_search, resume_differences
-from trainer import storage
+from core import storage
 
 __all__ = ["CHECKPOINTS", "CONFIG", "JOURNAL", "RESULT_FILES", "CircuitBreaker", "ClusterTooSmall", "SearchConfig",
            "SearchHalted", "SearchInterrupted", "open_search", "resume_differences", "run_search", "summary",
@@ -136,9 +137,10 @@ def _start_ray(config: SearchConfig) -> bool:
         return False
     quiet = {"TF_CPP_MIN_LOG_LEVEL": "2"}
     if config.ray_address:  # workers of another cluster get our packages shipped to them
-        import evolution, experiments, searchspace, trainer
+        from experiments.cli import OUR_PACKAGES
 
-        init_ray(config.ray_address, {"env_vars": quiet, "py_modules": [evolution, experiments, searchspace, trainer]})
+        packages = [importlib.import_module(name) for name in OUR_PACKAGES]
+        init_ray(config.ray_address, {"env_vars": quiet, "py_modules": packages})
     else:  # a local Ray's workers inherit this environment (a runtime_env costs 0.5 s of start-up)
         for name, value in quiet.items():
             os.environ.setdefault(name, value)

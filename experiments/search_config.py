@@ -22,8 +22,8 @@ from evolution.rungs import Rungs
 from experiments.layout import CONFIG, JOURNAL
 from experiments.settings import FREE, JOURNAL as BY_JOURNAL, changed_settings
 from searchspace import SearchSpace, space_from_config
-from trainer.proxy import PRECISIONS, PROXY_DATASETS, ProxyConfig, check_proxy
-from trainer.storage import read_json, write_json
+from core.proxy_config import PRECISIONS, PROXY_DATASETS, ProxyConfig, check_proxy
+from core.storage import read_json, write_json
 
 log = logging.getLogger(__name__)
 

@@ -173,7 +173,7 @@ def _proxy_data(config: dict[str, Any], proxy: dict[str, Any]) -> tuple[Any, flo
     """The trial's proxy task (its seed offset by the trial id), the seconds its data took to load
     (a fresh worker decodes the images here, off the trial's clock), and the error that stopped it
     loading ("" when none: e.g. a data dir gone since the search started)."""
-    from trainer.proxy import ProxyConfig
+    from core.proxy_config import ProxyConfig
     from trainer.proxy_data import load_proxy_data
 
     proxy_config = ProxyConfig(**{**proxy, "seed": proxy["seed"] + config["trial_id"]})
@@ -215,7 +215,7 @@ def measure_size(genotype_json: Any, proxy: dict[str, Any], space: dict[str, Any
 
     from searchspace import space_from_config
     from trainer.candidate import candidate_size
-    from trainer.proxy import ProxyConfig
+    from core.proxy_config import ProxyConfig
 
     tf.config.set_visible_devices([], "GPU")  # a size is counted, not run: leave the GPUs to the trials
     return candidate_size(space_from_config(space).genotype_from_json(genotype_json), ProxyConfig(**proxy),

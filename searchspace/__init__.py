@@ -1,6 +1,7 @@
 """Search spaces: immutable, validated, JSON-serialisable genotypes and seeded sampling/mutation.
 
-Pure Python: nothing in this package may import TensorFlow or Ray.
+Pure Python: nothing in this package may import TensorFlow, Ray or another package of ours (all of
+them import this one).
 """
 
 from __future__ import annotations

@@ -106,7 +106,7 @@ def gcs_emulator(monkeypatch):
         except OSError:
             time.sleep(0.1)
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{port}")
-    from trainer import storage
+    from core import storage
 
     storage._client.cache_clear()
     yield "gs://amoeba-test"

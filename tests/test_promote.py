@@ -216,7 +216,7 @@ def test_promote_top_1_is_the_searchs_best_genotype_in_a_rung_search(tmp_path):
 
 def test_the_progress_line_says_building_tracing_or_the_step_from_the_first_minute(tmp_path):
     from experiments.progress import models_line
-    from trainer.storage import write_json
+    from core.storage import write_json
 
     states = {"a": {"phase": "building"}, "b": {"phase": "tracing", "step": 0, "total_steps": 20},
               "c": {"phase": "training", "step": 7, "total_steps": 20},
@@ -230,7 +230,7 @@ def test_the_progress_line_says_building_tracing_or_the_step_from_the_first_minu
 
 def test_cells_are_sized_to_the_first_baseline_unless_told_otherwise_or_planned_before(tmp_path):
     from experiments.promote import default_match_params
-    from trainer.storage import write_json
+    from core.storage import write_json
 
     out = str(tmp_path / "p")
     match, note = default_match_params(out, ("resnet20", "resnet56"), True, False)

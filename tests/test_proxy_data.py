@@ -11,7 +11,7 @@ import pytest
 from trainer import proxy_data
 from trainer.fake_imagenet import write_fake_imagenet
 from tests.conftest import REPO
-from trainer.proxy import (MAX_PROXY_BYTES, PROXY_DATASETS, ProxyConfig, ProxyDataset, check_data_dir, check_proxy,
+from core.proxy_config import (MAX_PROXY_BYTES, PROXY_DATASETS, ProxyConfig, ProxyDataset, check_data_dir, check_proxy,
                            plan_split)
 from trainer.proxy_data import ArrayDataset, eval_pipeline, hold_out, load_prepared, load_proxy_data, train_pipeline
 
@@ -55,7 +55,7 @@ def test_a_cap_beyond_the_data_holds_out_the_usual_fraction_of_what_there_is():
 
 
 def test_a_built_in_dataset_is_checked_before_the_search_starts():
-    from trainer.proxy import check_proxy
+    from core.proxy_config import check_proxy
 
     assert check_proxy(ProxyConfig()).num_train == 1437
     with pytest.raises(ValueError, match="digits: 1797 training-split images leave 0 to train on"):
@@ -165,7 +165,7 @@ def test_a_bad_loader_names_itself():
 
 
 def test_the_dataset_table_imports_no_tensorflow():
-    probe = "import sys, trainer.proxy, experiments.search; print('tensorflow' in sys.modules)"
+    probe = "import sys, core.proxy_config, experiments.search; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": REPO})
     assert out.stdout.strip() == "False"

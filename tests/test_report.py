@@ -45,7 +45,7 @@ def _promote(folder: str, search: str) -> str:
     config = PromoteConfig(output_dir=folder, data=os.path.join(folder, "data"), recipe={"train_steps": 10},
                            search_dirs=(search,), top_k=1, baselines=("resnet20",), target_top1=0.45)
     planned = open_plan(config)
-    from trainer import storage
+    from core import storage
 
     for i, m in enumerate(planned):
         storage.write_json(os.path.join(folder, "models", m.name, "result.json"), {

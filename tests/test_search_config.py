@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from experiments.search import CircuitBreaker, SearchConfig, open_search, trial_resources
-from trainer.proxy import ProxyConfig
+from core.proxy_config import ProxyConfig
 
 
 def test_resume_allows_time_limits_and_refuses_fitness_changes(tmp_path):

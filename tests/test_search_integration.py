@@ -198,7 +198,7 @@ def test_a_second_driver_is_refused_and_a_search_sigkilled_mid_rung_resumes(tmp_
 
 @pytest.mark.integration
 def test_results_are_kept_up_to_date_on_gcs(tmp_path, gcs_emulator):
-    from trainer import storage
+    from core import storage
 
     out, dest = str(tmp_path / "up"), f"{gcs_emulator}/searches/one"
     result = amoeba("search", f"--output_dir={out}", "--max_trials=2", *TINY_SEARCH, f"--upload_to={dest}")

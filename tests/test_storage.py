@@ -1,10 +1,10 @@
-"""trainer.storage against local files and a local gcp-storage-emulator (started here)."""
+"""core.storage against local files and a local gcp-storage-emulator (started here)."""
 
 import os
 
 import pytest
 
-from trainer import storage
+from core import storage
 
 
 def test_local_writes_are_atomic_and_round_trip(tmp_path):

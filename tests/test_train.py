@@ -117,7 +117,7 @@ def test_a_tiny_overfit_model_predicts_its_training_images(cifar_mini, tmp_path)
     # The same model_dir on data with other labels, or with a shifted label offset: refused at once
     # (in this process: `amoeba train` turns the ValueError into exit 1 as for every bad input).
     from trainer.train import Trainer
-    from trainer.train_config import TrainConfig
+    from core.train_config import TrainConfig
 
     _, cifar = cifar_mini
     with pytest.raises(ValueError, match=r"was trained with \['airplane', 'frog'\]"):
@@ -164,7 +164,7 @@ def test_a_searched_cell_retrains_from_best_genotype_json_with_the_nasnet_recipe
 def test_a_checkpoint_written_before_wall_time_was_kept_still_resumes(tmp_path):
     from trainer.fake_imagenet import write_fake_imagenet
     from trainer.train import Trainer
-    from trainer.train_config import TrainConfig
+    from core.train_config import TrainConfig
 
     data = str(tmp_path / "data")
     write_fake_imagenet(data, num_train=16, num_eval=8, num_classes=2, image_size=16)

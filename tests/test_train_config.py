@@ -3,9 +3,9 @@
 import subprocess
 import sys
 
+from core.train_config import TrainConfig, config_from_saved
 from experiments.commands import train as train_command
 from tests.conftest import REPO
-from trainer.train_config import TrainConfig, config_from_saved
 
 
 def test_the_train_command_takes_its_defaults_from_the_config():
@@ -49,44 +49,3 @@ def test_augmentation_and_evaluation_period():
     assert steps_per_eval(config, info) == 391 and not config.center_crop
     assert steps_per_eval(TrainConfig(**{**config.__dict__, "steps_per_eval": 5}), info) == 5
 
-
-def _trainer_imports() -> dict[str, set[str]]:
-    """trainer's modules and the trainer modules each imports, at the top or inside a function."""
-    import ast
-    import os
-
-    graph = {}
-    folder = os.path.join(REPO, "trainer")
-    for name in sorted(os.listdir(folder)):
-        if not name.endswith(".py"):
-            continue
-        with open(os.path.join(folder, name), encoding="utf-8") as f:
-            tree = ast.parse(f.read())
-        found = set()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module == "trainer":
-                found |= {f"trainer.{alias.name}" for alias in node.names}
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("trainer."):
-                found.add(node.module)
-            elif isinstance(node, ast.Import):
-                found |= {alias.name for alias in node.names if alias.name.startswith("trainer.")}
-        graph[f"trainer.{name[:-3]}"] = found
-    return graph
-
-
-def test_the_trainer_modules_import_no_circle():
-    graph = _trainer_imports()
-    assert "trainer.proxy" in graph["trainer.train_config"] and "trainer.records" in graph["trainer.proxy"]  # read
-
-    def circle_from(start: str, module: str, path: tuple[str, ...]) -> tuple[str, ...] | None:
-        for imported in sorted(graph.get(module, ())):
-            if imported == start:
-                return path + (imported,)
-            if imported not in path:
-                found = circle_from(start, imported, path + (imported,))
-                if found:
-                    return found
-        return None
-
-    circles = [" -> ".join(c) for c in (circle_from(m, m, (m,)) for m in graph) if c]
-    assert circles == []

@@ -13,8 +13,8 @@ from searchspace.references import REFERENCES
 from trainer.candidate import CandidateFailed, candidate_size, train_candidate, train_with_strategy
 from trainer.proxy_data import eval_pipeline, load_digits, load_proxy_data
 from trainer.nasnet import NasNetConfig, build_nasnet
-from trainer.proxy import PROXY_DATASETS
-from trainer.proxy import ProxyConfig
+from core.proxy_config import PROXY_DATASETS
+from core.proxy_config import ProxyConfig
 from tests.conftest import QUIET_TF, REPO
 
 TINY = NasNetGenotype(make_cell([Block((0, 1), ("sep_conv_3x3", "none"))]),
@@ -137,7 +137,7 @@ WORKER = """
 import json, sys
 from searchspace import Block, NasNetGenotype, make_cell
 from trainer.candidate import CandidateFailed, train_candidate
-from trainer.proxy import ProxyConfig
+from core.proxy_config import ProxyConfig
 tiny = NasNetGenotype(make_cell([Block((0, 1), ("sep_conv_3x3", "none"))]),
                       make_cell([Block((0, 1), ("max_pool_3x3", "none"))]))
 other = NasNetGenotype(make_cell([Block((0, 1), ("avg_pool_3x3", "sep_conv_5x5"))]),

@@ -43,7 +43,7 @@ def _pareto_trial(monkeypatch, **proxy):
     from evolution.tune_searcher import EvolutionSearcher
     from experiments import trial
     from searchspace import NasNetSpace
-    from trainer.proxy import ProxyConfig
+    from core.proxy_config import ProxyConfig
 
     algorithm = make_algorithm("pareto_evolution", NasNetSpace(num_blocks=1),
                                {"population_size": 2, "sample_size": 1,
@@ -96,7 +96,7 @@ def test_a_rung_trial_reports_each_rung_with_the_objective_at_the_top_level(monk
     from evolution.tune_searcher import METRICS_KEY
     from experiments import trial
     from searchspace import NasNetSpace
-    from trainer.proxy import ProxyConfig
+    from core.proxy_config import ProxyConfig
 
     reported = []
     monkeypatch.setattr(trial.tune, "report", reported.append)

@@ -24,11 +24,11 @@ from typing import Any
 
 import keras
 
+from core.proxy_config import PRECISIONS, ProxyConfig
 from trainer.candidate_loop import CALIBRATION_STEPS, EVAL_BATCH, STEPS_FILE, CandidateFailed, train_on_one_device
 from trainer.candidate_network import LATENCY_REPEATS, batch1_latency_ms, candidate_size, inference_function
 from trainer.candidate_strategy import tpu_strategy, train_with_strategy
 from trainer.fused_optimizer import DynamicLossScale, MomentumSGD, RestartingCosine
-from trainer.proxy import PRECISIONS, ProxyConfig
 from trainer.proxy_data import load_proxy_data
 from trainer.rung_state import RungPlan
 from trainer.worker_setup import (GRAPPLER_OFF, freeze_long_lived_objects, graph_options, reset_keras, set_threads,

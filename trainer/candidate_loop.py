@@ -29,9 +29,9 @@ from typing import Any, Callable
 import keras
 import tensorflow as tf
 
+from core.proxy_config import ProxyConfig
 from trainer.candidate_network import batch1_latency_ms, inference_function, median_ms, proxy_network
 from trainer.fused_optimizer import DynamicLossScale, MomentumSGD, RestartingCosine
-from trainer.proxy import ProxyConfig
 from trainer.proxy_data import eval_pipeline, train_pipeline
 from trainer.rung_state import RungPlan, restore_rung, save_rung
 from trainer.worker_setup import GRAPPLER_OFF, graph_options

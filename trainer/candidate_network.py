@@ -16,8 +16,9 @@ from typing import Any, Callable
 import keras
 import tensorflow as tf
 
+from core.proxy_config import ProxyConfig
 from trainer.models import ModelSpec, build_model, family_for_space, model_report
-from trainer.proxy import ProxyConfig, proxy_shape
+from trainer.proxy_data import proxy_shape
 from trainer.worker_setup import GRAPPLER_OFF, graph_options, reset_keras
 
 LATENCY_REPEATS = 10  # timed batch-1 calls (after one warm-up) whose median is latency_ms

@@ -12,9 +12,9 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from core.proxy_config import ProxyConfig
 from trainer.candidate_loop import CandidateFailed
 from trainer.candidate_network import proxy_network
-from trainer.proxy import ProxyConfig
 from trainer.proxy_data import eval_pipeline, train_pipeline
 
 _TPU_STRATEGIES: dict[str, tf.distribute.Strategy] = {}

@@ -14,7 +14,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from trainer import storage
+from core import storage
 from trainer.models import split_outputs
 from trainer.records import preprocess_for_eval
 

@@ -14,7 +14,8 @@ from typing import Iterator
 import numpy as np
 import tensorflow as tf
 
-from trainer import records, storage
+from core import storage
+from trainer import records
 from trainer.prepare import check_output_dir, default_num_shards, write_shard
 
 

@@ -11,7 +11,7 @@ import os
 
 import tensorflow as tf
 
-from trainer import storage
+from core import storage
 from trainer.records import (EVAL_PREFIX, LABELS_FILE, METADATA_FILE, TRAIN_PREFIX, DataInfo, build_metadata,
                              read_metadata)
 

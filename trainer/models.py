@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 import keras
 
+from core.train_config import TrainConfig
 from searchspace.references import REFERENCES
 from trainer.flops import count_multiply_adds
 from trainer.nasnet import MIN_FILTERS, STEMS, NasNetConfig, build_nasnet
@@ -139,6 +140,16 @@ class ModelSpec:
             dropout=self.dropout, drop_path_keep_prob=self.drop_path_keep_prob, aux_head=self.aux_head,
             fused_batch_norm=self.fused_batch_norm,
         )
+
+
+def model_spec(config: TrainConfig, num_classes: int) -> ModelSpec:
+    """The network a full training run (`amoeba train`, promote) of `config` builds."""
+    return ModelSpec(
+        name=config.model, num_classes=num_classes, image_size=config.image_size,
+        num_cells=config.num_cells, filters=config.filters, dropout=config.dropout,
+        drop_path_keep_prob=config.drop_path_keep_prob, aux_head=config.aux_weight > 0,
+        genotype=config.genotype,
+    )
 
 
 def build_model(spec: ModelSpec) -> keras.Model:

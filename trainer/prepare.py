@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 
 import tensorflow as tf
 
-from trainer import records, storage
+from core import storage
+from trainer import records
 from trainer.prepare_images import ImageInfo, encode_row, inspect_image
 from trainer.prepare_inputs import (BAD_ROWS_FILE, BadInputError, BadRow, Row, bad_rows_csv, list_bad_rows,
                                     missing_classes, read_csv, read_labels)

@@ -1,6 +1,6 @@
 """Proxy datasets in memory, and their tf.data pipelines with fixed batch shapes.
 
-The loaders that trainer/proxy.py's registry (PROXY_DATASETS) names: `load_<name>(proxy)` returns
+The loaders that core/proxy_config.py's registry (PROXY_DATASETS) names: `load_<name>(proxy)` returns
 an ArrayDataset of the training images and the validation images held out of the TRAINING split (a prepared dir's
 evaluation split is never read here). Images are decoded once per worker process and kept (one
 data set at a time), so a warm worker's next trial starts without decoding. This module must not
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
+from core.proxy_config import PROXY_DATASETS, ProxyConfig, SplitPlan, check_data_dir, plan_split
 from trainer import records
-from trainer.proxy import PROXY_DATASETS, ProxyConfig, SplitPlan, check_data_dir, plan_split
 
 log = logging.getLogger(__name__)
 SPLIT_SEED = 0
@@ -105,7 +105,7 @@ def load_prepared(proxy: ProxyConfig) -> ArrayDataset:
     return ArrayDataset(x_train, y[train], x_val, y[val], num_classes=info.num_classes)
 
 
-# Each dataset's loader, read from trainer/proxy.py's PROXY_DATASETS (the one table; kept for old callers).
+# Each dataset's loader, read from core/proxy_config.py's PROXY_DATASETS (the one table; kept for old callers).
 LOADERS = {name: spec.load for name, spec in PROXY_DATASETS.items()}
 _CACHE: dict[tuple, ArrayDataset] = {}
 
@@ -117,6 +117,15 @@ def load_proxy_data(proxy: ProxyConfig) -> ArrayDataset:
         _CACHE.clear()
         _CACHE[key] = proxy.spec.load(proxy)
     return _CACHE[key]
+
+
+def proxy_shape(proxy: ProxyConfig) -> tuple[tuple[int, int, int], int]:
+    """(image shape, number of classes) a candidate is built for, without reading any images (a data
+    dir's class count is in its metadata.json)."""
+    num_classes = proxy.spec.num_classes
+    if proxy.spec.needs_data_dir:
+        num_classes = records.read_metadata(proxy.data).num_classes
+    return (proxy.input_size, proxy.input_size, proxy.spec.channels), num_classes
 
 
 def _to_float(x: tf.Tensor) -> tf.Tensor:

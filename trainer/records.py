@@ -20,8 +20,8 @@ from typing import Any, Callable, Sequence
 
 import tensorflow as tf
 
-from trainer import storage
-from trainer.augmentations import AUGMENTATIONS
+from core import storage
+from core.augmentations import AUGMENTATIONS
 
 METADATA_FILE = "metadata.json"
 LABELS_FILE = "labels.txt"

@@ -13,7 +13,7 @@ from typing import Sequence
 import keras
 import tensorflow as tf
 
-from trainer.train_config import OPTIMIZERS, SCHEDULES  # the names live with the config (no TensorFlow)
+from core.train_config import OPTIMIZERS, SCHEDULES  # the names live with the config (no TensorFlow)
 
 
 class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):

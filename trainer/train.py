@@ -20,13 +20,13 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from trainer import storage
-from trainer.models import build_model, model_report, split_outputs
+from core import storage
+from core.proxy_config import PRECISIONS
+from core.train_config import EVAL_HISTORY, PROGRESS, TrainConfig, config_from_saved
+from trainer.models import build_model, model_report, model_spec, split_outputs
 from trainer.nasnet import set_training_progress
-from trainer.proxy import PRECISIONS
 from trainer.records import DataInfo, eval_dataset, read_metadata, train_dataset
 from trainer.schedules import WarmupDecay, make_optimizer
-from trainer.train_config import EVAL_HISTORY, PROGRESS, TrainConfig, config_from_saved
 
 __all__ = ["TrainConfig", "Trainer", "load_trainer", "make_strategy"]
 
@@ -123,7 +123,7 @@ class Trainer:
             config.lr_decay_epochs, config.lr_warmup_epochs,
         )
         with self.strategy.scope():
-            self.model = build_model(config.model_spec(self.info.num_classes))
+            self.model = build_model(model_spec(config, self.info.num_classes))
             optimizer = make_optimizer(config.optimizer, self.schedule, config.momentum)
             if config.precision == "mixed_float16":
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)

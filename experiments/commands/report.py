@@ -22,7 +22,7 @@ def main(args: list[str]) -> None:
     if not args:
         raise app.UsageError("report needs at least one search or promote dir")
     from experiments.report import build_report, load_run
-    from trainer.storage import write_text
+    from core.storage import write_text
 
     try:
         runs = [load_run(folder) for folder in args]

@@ -27,7 +27,7 @@ def main(args: list[str]) -> None:
     from experiments.progress import journal_pace, status_line
     from experiments.layout import CONFIG, JOURNAL
     from experiments.results import as_text, front_trials, results_table, shown_columns, top_trials
-    from trainer.storage import read_json
+    from core.storage import read_json
 
     if len(args) != 1:
         raise app.UsageError(f"results takes one search dir, got {args or 'none'}")

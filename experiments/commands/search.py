@@ -15,8 +15,8 @@ from absl import app, flags
 from evolution import JournalLocked
 from experiments.search import ClusterTooSmall, SearchConfig, SearchHalted, open_search, run_search, summary
 from experiments.settings import Setting, build, define_flags, flag_settings
-from trainer.proxy import DATA_DIR_DATASET
-from trainer.storage import is_gcs
+from core.proxy_config import DATA_DIR_DATASET
+from core.storage import is_gcs
 
 FLAGS = flags.FlagValues()
 

@@ -14,7 +14,7 @@ SUMMARY = "train a model (a searched cell, AmoebaNet, ResNet) fully on a data di
 from absl import app, flags
 
 from experiments.recipe_flags import define_recipe_flags, recipe_from_flags
-from trainer.train_config import TrainConfig
+from core.train_config import TrainConfig
 
 FLAGS = flags.FlagValues()
 USES_TENSORFLOW = True  # the CLI imports it first, quietly

@@ -180,16 +180,6 @@ def plan_split(proxy: ProxyConfig, num_images: int) -> SplitPlan:
     return SplitPlan(pool, num_val, num_train)
 
 
-def proxy_shape(proxy: ProxyConfig) -> tuple[tuple[int, int, int], int]:
-    """(image shape, number of classes) a candidate is built for, without reading any images."""
-    num_classes = proxy.spec.num_classes
-    if proxy.spec.needs_data_dir:
-        from trainer import records
-
-        num_classes = records.read_metadata(proxy.data).num_classes
-    return (proxy.input_size, proxy.input_size, proxy.spec.channels), num_classes
-
-
 def check_proxy(proxy: ProxyConfig) -> SplitPlan:
     """What the search driver checks before any trial starts: the split fits the data (and, for a
     data dir, memory). ValueError / FileNotFoundError name the dir or dataset and what to change."""
@@ -203,7 +193,7 @@ def check_data_dir(proxy: ProxyConfig) -> SplitPlan:
 
     ValueError or FileNotFoundError name the dir and what to change; the search driver calls this
     before any trial starts."""
-    from trainer import storage
+    from core import storage
 
     path = storage.join(proxy.data, "metadata.json")
     if not storage.exists(path):

@@ -1,8 +1,7 @@
 """The names of the training augmentations that trainer/records.py's `train_dataset` implements.
 
 A plain list with no imports, so that `TrainConfig` and the commands' flags read it without
-TensorFlow, and records.py checks its argument without importing the training config (which
-imports the proxy config, which reads a data dir's metadata through records.py: an import circle).
+TensorFlow, and records.py checks its argument without importing the training config.
 This module must not import anything.
 """
 

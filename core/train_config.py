@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from core.augmentations import AUGMENTATIONS
+from core.proxy_config import PRECISIONS
 from searchspace import NasNetGenotype
-from trainer.augmentations import AUGMENTATIONS
-from trainer.proxy import PRECISIONS
-
-if TYPE_CHECKING:
-    from trainer.models import ModelSpec
 
 EVAL_HISTORY = "eval_history.jsonl"  # a model_dir's evaluations, one JSON line each (trainer/train.py)
 PROGRESS = "progress.json"  # a model_dir's latest training step, for watchers
@@ -85,16 +82,6 @@ class TrainConfig:
     def center_crop(self) -> bool:
         """Whether evaluation (and serving) crops the centre: not for CIFAR-style models."""
         return self.augmentation == "inception"
-
-    def model_spec(self, num_classes: int) -> "ModelSpec":
-        from trainer.models import ModelSpec
-
-        return ModelSpec(
-            name=self.model, num_classes=num_classes, image_size=self.image_size,
-            num_cells=self.num_cells, filters=self.filters, dropout=self.dropout,
-            drop_path_keep_prob=self.drop_path_keep_prob, aux_head=self.aux_weight > 0,
-            genotype=self.genotype,
-        )
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

@@ -19,9 +19,6 @@ OURS_ALLOWED = {"core": {"searchspace"}, "searchspace": set(), "evolution": {"se
                 "trainer": {"core", "searchspace"}, "experiments": set(PACKAGES)}
 RAY_FREE = ("core", "searchspace", "evolution", "trainer")  # but RAY_ALLOWED
 RAY_ALLOWED = {"evolution.tune_searcher"}
-# Circles that were there when this test was written, left to the split of experiments/ (issue 20):
-# the test fails on any other circle, and on one of these gone until it is struck off here.
-KNOWN_CIRCLES: set[str] = set()  # none: a new circle fails the test below
 
 
 def _module_files() -> dict[str, str]:
@@ -155,9 +152,7 @@ def test_the_circle_finder_names_a_circle_through_a_function_level_import(tmp_pa
 
 def test_our_modules_import_no_circle():
     circles = {" -> ".join(circle) for circle in import_circles(import_graph())}
-    assert not circles - KNOWN_CIRCLES, "import circles (module-level and function-level imports):\n" + "\n".join(
-        sorted(circles - KNOWN_CIRCLES))
-    assert KNOWN_CIRCLES <= circles, f"gone, strike them off KNOWN_CIRCLES: {sorted(KNOWN_CIRCLES - circles)}"
+    assert not circles, "import circles (module-level and function-level imports):\n" + "\n".join(sorted(circles))
 
 
 def test_each_package_imports_only_what_its_docstring_allows():

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-from core.proxy_config import PROXY_DATASETS, ProxyConfig, SplitPlan, check_data_dir, plan_split
+from core.proxy_config import ProxyConfig, SplitPlan, check_data_dir, plan_split
 from trainer import records
 
 log = logging.getLogger(__name__)
@@ -105,8 +105,6 @@ def load_prepared(proxy: ProxyConfig) -> ArrayDataset:
     return ArrayDataset(x_train, y[train], x_val, y[val], num_classes=info.num_classes)
 
 
-# Each dataset's loader, read from core/proxy_config.py's PROXY_DATASETS (the one table; kept for old callers).
-LOADERS = {name: spec.load for name, spec in PROXY_DATASETS.items()}
 _CACHE: dict[tuple, ArrayDataset] = {}
 
 

@@ -92,6 +92,10 @@ class ProxyConfig:
     seed: int = field(default=0, metadata={"help": "Seed of candidate training."})
     timeout_s: float = field(default=900.0, metadata={"help": "A candidate still training after this many seconds "
                                                               "fails (0: no limit)."})
+    hang_grace_s: float | None = field(default=None, metadata={
+        "help": "The time limit is checked between training steps; a trial hung elsewhere has its worker ended "
+                "this many seconds past --trial_timeout_s (default: the larger of 60 s and a quarter of the "
+                "limit)."})
     threads: int = field(default=0, metadata={"help": "TensorFlow intra/inter-op threads (0: TensorFlow's "
                                                       "default)."})
     train_seconds: float = field(default=0.0, metadata={"help": "> 0: train each candidate this many seconds of its "
@@ -118,8 +122,9 @@ class ProxyConfig:
                              f"(--data={self.data}); leave --dataset unset to search on the dir")
         if self.precision not in PRECISIONS:
             raise ValueError(f"proxy precision: unknown {self.precision!r}; known: {list(PRECISIONS)}")
-        for name in ("image_size", "validation_images", "train_images", "timeout_s", "threads", "train_seconds"):
-            if getattr(self, name) < 0:
+        for name in ("image_size", "validation_images", "train_images", "timeout_s", "hang_grace_s", "threads",
+                     "train_seconds"):
+            if (getattr(self, name) or 0) < 0:
                 raise ValueError(f"proxy {name}: must be >= 0, got {getattr(self, name)}")
 
     @property

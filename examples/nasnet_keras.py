@@ -41,7 +41,8 @@ def fit(genotype, epochs: int, filters: int = 8) -> tuple[float, int]:
     model = build_model(ModelSpec("genotype", num_classes=10, image_size=8, num_cells=1, filters=filters,
                                   genotype=genotype))
     model.compile(optimizer=keras.optimizers.Adam(3e-3),  # the network outputs logits
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"],
+                  jit_compile=False)  # Keras turns XLA on by default; on a CPU it slows these cells down
     model.fit(x, y, batch_size=50, epochs=epochs, verbose=0)
     _, accuracy = model.evaluate(x_valid, y_valid, batch_size=100, verbose=0)
     return float(accuracy), model_report(model)["params"]

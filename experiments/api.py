@@ -55,7 +55,7 @@ SETTINGS = keywords(SearchConfig)  # SearchConfig's fields a Python caller gives
 
 
 def search(trainable: Callable[[dict[str, Any]], Any], space: SearchSpace, *, trial_timeout_s: float = 0.0,
-           **settings: Any) -> SearchResults:
+           hang_grace_s: float | None = None, **settings: Any) -> SearchResults:
     """Search `space` with `trainable` through Ray Tune; run it again with the same `output_dir` to
     resume (the same settings, else a ValueError says which differ).
 
@@ -68,8 +68,8 @@ def search(trainable: Callable[[dict[str, Any]], Any], space: SearchSpace, *, tr
     (the reason recorded) and the search goes on; `max_consecutive_failures` failures in a row stop
     it with `experiments.search.SearchHalted` (and Ctrl-C with SearchInterrupted); calling `search`
     again resumes it. `trial_timeout_s` > 0 ends a trial still
-    running after that long (plus a grace) as a timeout. `initial` genotypes (of `space`, or their
-    JSON) are tried first. `max_concurrent` 0: as many trials at once as the CPUs (or
+    running after that long (plus `hang_grace_s`; default: the larger of 60 s and a quarter of the
+    limit) as a timeout. `initial` genotypes (of `space`, or their JSON) are tried first. `max_concurrent` 0: as many trials at once as the CPUs (or
     `cpus_per_trial`/`gpus_per_trial`) allow. `space`'s class is registered (`register_space`) so
     that its journal resumes in this process.
     """
@@ -88,7 +88,7 @@ def search(trainable: Callable[[dict[str, Any]], Any], space: SearchSpace, *, tr
         with mock.patch.dict(os.environ, {STRICT_METRICS: "1"}):
             run_search(config, found, make_trainable=lambda notes: tune.with_parameters(
                 user_trial, fn=trainable, space=space, objective=config.objective, timeout_s=trial_timeout_s,
-                notes=notes))
+                grace_s=hang_grace_s, notes=notes))
         return search_results(found)
     finally:
         found.close()  # the journal's lock too, however the search ended
@@ -116,7 +116,7 @@ def _signature() -> inspect.Signature:
     P = inspect.Parameter
     return inspect.Signature(
         [P("trainable", P.POSITIONAL_OR_KEYWORD), P("space", P.POSITIONAL_OR_KEYWORD),
-         P("trial_timeout_s", P.KEYWORD_ONLY, default=0.0)]
+         P("trial_timeout_s", P.KEYWORD_ONLY, default=0.0), P("hang_grace_s", P.KEYWORD_ONLY, default=None)]
         + [P(name, P.KEYWORD_ONLY, **({} if default is dataclasses.MISSING else {"default": default}))
            for name, default in SETTINGS.items()], return_annotation=SearchResults)
 
@@ -152,7 +152,8 @@ def search_results(algorithm: SearchAlgorithm) -> SearchResults:
 
 
 def user_trial(config: dict[str, Any], fn: Callable[[dict[str, Any]], Any], space: SearchSpace,
-               objective: str = "val_accuracy", timeout_s: float = 0.0, notes: Any = None) -> None:
+               objective: str = "val_accuracy", timeout_s: float = 0.0, grace_s: float | None = None,
+               notes: Any = None) -> None:
     """Run a user's training function on one trial, in its Ray worker: the genotype rebuilt from its
     JSON, the hang watchdog armed, an exception or a silent return reported as the candidate's error."""
     from ray import tune
@@ -164,7 +165,7 @@ def user_trial(config: dict[str, Any], fn: Callable[[dict[str, Any]], Any], spac
     if known is not None:  # a retry of a trial the watchdog ended: report it, do not hang again
         tune.report({objective: float("nan"), "error": known})
         return
-    done = watch_trial(notes, trial_id, hang_limit(timeout_s)) if timeout_s else None
+    done = watch_trial(notes, trial_id, hang_limit(timeout_s, grace_s)) if timeout_s else None
     before = _reports()
     t0 = time.perf_counter()
     try:

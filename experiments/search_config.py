@@ -56,7 +56,7 @@ PROXY_FLAGS = {  # how ProxyConfig's fields are flags of `amoeba search`
     "choices": {"dataset": sorted(PROXY_DATASETS), "precision": list(PRECISIONS)},
     "shared": {"seed": "seed"},  # the search's seed seeds candidate training too
     "skip": ("threads", "tpu"),  # set per trial from its resources
-    "free": ("timeout_s", "threads", "tpu"),  # a rerun may give a trial more time or threads
+    "free": ("timeout_s", "hang_grace_s", "threads", "tpu"),  # a rerun may give a trial more time or threads
     "resolve": {"image_size": lambda proxy: proxy.input_size},  # 0 and the dataset's own size are the same
 }
 

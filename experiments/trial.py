@@ -32,8 +32,6 @@ from evolution.objectives import MEASURES
 from evolution.tune_searcher import tune_result
 
 HANG_EXIT_CODE = 75
-# How long past --trial_timeout_s the watchdog waits (the soft limit is checked between steps)
-HANG_GRACE_ENV = "AMOEBA_HANG_GRACE_S"
 _trials_in_this_worker = 0
 
 
@@ -83,11 +81,10 @@ def resident_mb() -> float:
         return float("nan")
 
 
-def hang_limit(timeout_s: float) -> float:
-    """Seconds after which the watchdog ends a trial's worker: the soft limit plus a grace
-    ($AMOEBA_HANG_GRACE_S, default the larger of 60 s and a quarter of the limit)."""
-    grace = os.environ.get(HANG_GRACE_ENV)
-    return timeout_s + (float(grace) if grace else max(60.0, 0.25 * timeout_s))
+def hang_limit(timeout_s: float, grace_s: float | None = None) -> float:
+    """Seconds after which the watchdog ends a trial's worker: the soft limit (checked between
+    steps) plus a grace (`grace_s`; None: the larger of 60 s and a quarter of the limit)."""
+    return timeout_s + (grace_s if grace_s is not None else max(60.0, 0.25 * timeout_s))
 
 
 def worker_facts(t_start: float) -> dict[str, Any]:
@@ -192,7 +189,8 @@ def _train_watched(genotype: Any, config: dict[str, Any], proxy: Any, space: str
 
     done = None
     if proxy.timeout_s:
-        done = watch_trial(notes, config["trial_id"], hang_limit(proxy.timeout_s) * (len(rungs.epochs) if rungs else 1))
+        limit = hang_limit(proxy.timeout_s, proxy.hang_grace_s) * (len(rungs.epochs) if rungs else 1)
+        done = watch_trial(notes, config["trial_id"], limit)
     try:  # a warm worker outlives the trial: its watchdog must stand down however the trial ends
         return train_candidate(genotype, proxy, rungs, state_dir=config.get("checkpoint_dir"), space=space,
                                max_latency_ms=(config.get("limits") or {}).get("latency_ms", 0.0)), ""
@@ -206,26 +204,36 @@ def _train_watched(genotype: Any, config: dict[str, Any], proxy: Any, space: str
 
 
 @ray.remote(num_cpus=0)
-def measure_size(genotype_json: Any, proxy: dict[str, Any], space: dict[str, Any]) -> dict[str, int]:
-    """A child's trainable parameters and multiply-adds, for the search driver's size limits: built
-    (not trained) in a Ray worker, since the driver must not import TensorFlow. Its CPU is not
-    reserved (a build takes 1-2 s beside the trials); a Ray error here ends the driver, and a rerun
-    resumes the search."""
-    import tensorflow as tf
+class SizeMeasurer:
+    """Builds (never trains) children to count their trainable parameters and multiply-adds, for the
+    search driver's size limits: the driver must not import TensorFlow. One actor per search run,
+    so TensorFlow is imported once (a task's idle worker is soon ended by Ray, and the next task
+    would pay the import again: 8 s here, per child). Its CPU is not reserved (a build takes 1-2 s
+    beside the trials); a Ray error here ends the driver, and a rerun resumes the search."""
 
-    from searchspace import space_from_config
-    from trainer.candidate import candidate_size
-    from core.proxy_config import ProxyConfig
+    def __init__(self) -> None:
+        import tensorflow as tf
 
-    tf.config.set_visible_devices([], "GPU")  # a size is counted, not run: leave the GPUs to the trials
-    return candidate_size(space_from_config(space).genotype_from_json(genotype_json), ProxyConfig(**proxy),
-                          space=space.get("name", "nasnet"))
+        tf.config.set_visible_devices([], "GPU")  # a size is counted, not run: leave the GPUs to the trials
+
+    def measure(self, genotype_json: Any, proxy: dict[str, Any], space: dict[str, Any]) -> dict[str, int]:
+        from searchspace import space_from_config
+        from trainer.candidate import candidate_size
+        from core.proxy_config import ProxyConfig
+
+        return candidate_size(space_from_config(space).genotype_from_json(genotype_json), ProxyConfig(**proxy),
+                              space=space.get("name", "nasnet"))
 
 
 def size_measure(proxy: dict[str, Any], space: dict[str, Any]) -> Callable[[Any], dict[str, int]]:
-    """The search algorithm's `measure`: a genotype's size from `measure_size` (Ray must be up)."""
+    """The search algorithm's `measure`: a genotype's size from a SizeMeasurer, started at the first
+    call (Ray must be up by then) and kept while the algorithm holds this function."""
+    measurer: list[Any] = []
+
     def measure(genotype: Any) -> dict[str, int]:
-        return ray.get(measure_size.remote(genotype.to_json(), proxy, space), timeout=600)
+        if not measurer:
+            measurer.append(SizeMeasurer.remote())
+        return ray.get(measurer[0].measure.remote(genotype.to_json(), proxy, space), timeout=600)
 
     return measure
 

@@ -115,6 +115,40 @@ def gcs_emulator(monkeypatch):
     storage._client.cache_clear()
 
 
+@pytest.fixture
+def shared_ray():
+    """One local Ray for the in-process searches, promotions and examples of this pytest-xdist
+    worker: started by the first test that asks and left up for the next one that asks (a search,
+    like `amoeba search` in a notebook, uses the Ray it finds), saving a Ray start (7 CPU-seconds
+    here) per search. Ended when the next test does not ask for it (an idle Ray still costs 9% of
+    a core here: `pytest_runtest_teardown`) or starts its own (`own_ray`)."""
+    import ray
+
+    from experiments.local_ray import init_ray
+
+    if not ray.is_initialized():
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # what a search's own Ray gives its workers
+        init_ray(None)
+    yield
+
+
+def pytest_runtest_teardown(item, nextitem) -> None:
+    """End the shared Ray after the last of a run of tests that use it."""
+    if "shared_ray" in item.fixturenames and (nextitem is None or "shared_ray" not in nextitem.fixturenames):
+        import ray
+
+        ray.shutdown()
+
+
+@pytest.fixture
+def own_ray():
+    """For a test that starts a Ray of its own: the shared one (if up in this worker) is ended first."""
+    import ray
+
+    ray.shutdown()
+    yield
+
+
 @pytest.fixture(scope="session")
 def shared_dir() -> str:
     path = os.environ.get("AMOEBA_SHARED", os.path.join(REPO, "..", "shared"))
@@ -150,5 +184,7 @@ def cifar_mini(shared_dir, tmp_path_factory):
 
 def pytest_collection_modifyitems(config, items) -> None:
     """Integration tests first: pytest-xdist hands out tests in this order, so the long ones start
-    early and the many short ones fill in around them instead of one long test finishing last."""
-    items.sort(key=lambda item: item.get_closest_marker("integration") is None)
+    early and the many short ones fill in around them instead of one long test finishing last;
+    among them, those on the shared Ray first, one after another."""
+    items.sort(key=lambda item: (item.get_closest_marker("integration") is None,
+                                 "shared_ray" not in item.fixturenames))  # a Ray started once serves a run

@@ -9,7 +9,6 @@ from ray import tune
 
 from evolution import resume
 from experiments import api
-from experiments.trial import HANG_GRACE_ENV
 from searchspace import ChoiceSpace
 
 SPACE = ChoiceSpace({"x": [0, 1, 2, 3], "kind": ["ok", "raises", "silent", "forgets", "epochs", "hangs"]})
@@ -33,15 +32,14 @@ def train(config: dict):
 
 
 @pytest.mark.integration
-def test_a_search_of_ones_own_records_results_failures_and_seeds(tmp_path, monkeypatch):
-    monkeypatch.setenv(HANG_GRACE_ENV, "0")  # the watchdog ends a hung trial's worker at its limit
+def test_a_search_of_ones_own_records_results_failures_and_seeds(tmp_path, shared_ray):
     out = str(tmp_path / "mine")
     seeds = [{"x": 3, "kind": "ok"}, SPACE.genotype({"x": 1, "kind": "raises"}),
              SPACE.genotype({"x": 2, "kind": "silent"}), {"x": 0, "kind": "forgets"}, {"x": 0, "kind": "epochs"},
              {"x": 0, "kind": "hangs"}]
     results, best = api.search(train, SPACE, output_dir=out, max_trials=6, population_size=3, sample_size=2,
                                objective="score", initial=seeds, max_consecutive_failures=0, cpus_per_trial=1,
-                               trial_timeout_s=3)
+                               trial_timeout_s=3, hang_grace_s=0)  # the watchdog ends a hung trial's worker at 3 s
     assert best.trial_id == 0 and best.genotype == SPACE.genotype(seeds[0]) and best.metrics["width"] == 30
     assert list(results.mutation) == ["initial"] * 6 and list(results.status) == ["ok", "failed", "failed",
                                                                                   "failed", "ok", "failed"]

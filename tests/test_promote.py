@@ -19,7 +19,8 @@ RECIPE = ["--num_cells=1", "--image_size=16", "--train_steps=6", "--train_batch_
 
 
 def _with_params(folder: str, accuracies: list[tuple[float, int]]) -> str:
-    config = SearchConfig(output_dir=folder, max_trials=len(accuracies), population_size=4, sample_size=2)
+    config = SearchConfig(output_dir=folder, max_trials=len(accuracies), population_size=4, sample_size=2,
+                          space={"name": "nasnet", "num_blocks": 2})  # small cells: quick to build and train
     os.makedirs(folder)
     algorithm = config.new_algorithm(os.path.join(folder, "journal.jsonl"))
     for accuracy, params in accuracies:
@@ -99,6 +100,29 @@ def test_match_filters_at_imagenet_size_starts_at_the_stems_minimum():
     assert match_filters(spec, target) == (12, target)
 
 
+def test_closest_filters_matches_a_scan_in_a_few_builds():
+    """Each count is a network built (2-4 s): the search must find what a scan of every F finds,
+    in a handful of calls, on growths like a NASNet's (about F squared, with rounding steps) and
+    unlike it (linear, cubic)."""
+    from trainer.models import closest_filters
+
+    growths = {"nasnet-like": lambda f: 700 * f * f + 900 * f + 4000 + 37 * (f % 2),
+               "linear": lambda f: 5000 * f + 300, "cubic": lambda f: 9 * f ** 3 + 50 * f}
+    for name, growth in growths.items():
+        for target in [10, 20_000, 269_332, 853_018, 1_727_962, 5_000_000, 40_000_000]:
+            calls = []
+
+            def sized(f: int) -> int:
+                calls.append(f)
+                return growth(f)
+
+            scanned = min(range(2, 1 << 14), key=lambda f: (abs(growth(f) - target), f))
+            assert closest_filters(sized, target, 2) == scanned, (name, target)
+            assert len(set(calls)) <= 6, (name, target, calls)  # the old bisection: 8 to 24
+    with pytest.raises(ValueError, match="no F up to 16384 reaches"):
+        closest_filters(lambda f: f, 10**9, 2)
+
+
 def test_match_filters_refuses_a_size_it_cannot_reach():
     from searchspace.references import REFERENCES
     from trainer.models import ModelSpec, match_filters
@@ -110,7 +134,7 @@ def test_match_filters_refuses_a_size_it_cannot_reach():
 
 @pytest.mark.integration  # trains through Ray Tune
 @pytest.mark.timeout(600)
-def test_promote_end_to_end_on_fake_imagenet(tmp_path):
+def test_promote_end_to_end_on_fake_imagenet(tmp_path, shared_ray):
     from trainer.fake_imagenet import write_fake_imagenet
 
     data = str(tmp_path / "data")
@@ -161,7 +185,7 @@ def test_promote_end_to_end_on_fake_imagenet(tmp_path):
 
 @pytest.mark.integration  # trains through Ray Tune
 @pytest.mark.timeout(300)
-def test_a_model_that_fails_is_recorded_and_the_others_finish(tmp_path):
+def test_a_model_that_fails_is_recorded_and_the_others_finish(tmp_path, shared_ray):
     from trainer.fake_imagenet import write_fake_imagenet
 
     data = str(tmp_path / "data")

@@ -11,7 +11,7 @@ import time
 import pytest
 import tensorflow as tf
 
-from tests.conftest import AMOEBA, QUIET_TF, REPO, amoeba, amoeba_here
+from tests.conftest import AMOEBA, QUIET_TF, REPO, amoeba_here
 
 TRAIN = ["--model=resnet20", "--image_size=32", "--train_batch_size=32", "--eval_batch_size=64",
          "--optimizer=momentum", "--learning_rate=0.05", "--lr_schedule=cosine", "--iterations_per_loop=5"]
@@ -137,19 +137,18 @@ def test_a_searched_cell_retrains_from_best_genotype_json_with_the_nasnet_recipe
 
     from searchspace import NasNetSpace
 
-    genotype = NasNetSpace().sample(random.Random(3))
+    genotype = NasNetSpace(num_blocks=2).sample(random.Random(3))  # small cells: the same code, half the graph
     best = tmp_path / "best_genotype.json"
     best.write_text(json.dumps({"trial_id": 7, "value": 0.9, "genotype": genotype.to_json()}))
     data, model_dir = str(tmp_path / "fake"), str(tmp_path / "m")
     amoeba_here("prepare", "--fake_imagenet", f"--output_dir={data}", "--num_train=64", "--num_eval=16",
            "--num_classes=3", "--image_size=32")
-    # its own process: bfloat16 sets Keras' global policy for the rest of the process
-    result = amoeba("train", f"--model={best}", "--num_cells=1", "--filters=8", "--image_size=32",
-                    "--train_batch_size=16", "--eval_batch_size=16", "--train_steps=6", "--iterations_per_loop=3",
-                    "--optimizer=rmsprop", "--learning_rate=0.05", "--lr_warmup_epochs=0.5", "--lr_decay_value=0.9",
-                    "--lr_decay_epochs=1", "--aux_weight=0.4", "--drop_path_keep_prob=0.7",
-                    "--weight_decay=4e-5", "--label_smoothing=0.1", "--precision=bfloat16",
-                    f"--data={data}", f"--model_dir={model_dir}")
+    result = amoeba_here("train", f"--model={best}", "--num_cells=1", "--filters=8", "--image_size=32",
+                         "--train_batch_size=16", "--eval_batch_size=16", "--train_steps=6", "--iterations_per_loop=3",
+                         "--optimizer=rmsprop", "--learning_rate=0.05", "--lr_warmup_epochs=0.5",
+                         "--lr_decay_value=0.9", "--lr_decay_epochs=1", "--aux_weight=0.4", "--drop_path_keep_prob=0.7",
+                         "--weight_decay=4e-5", "--label_smoothing=0.1", "--precision=bfloat16",
+                         f"--data={data}", f"--model_dir={model_dir}")
     assert "step 6/6" in result.stdout and "final eval" in result.stdout
     saved = json.load(open(os.path.join(model_dir, "train_config.json")))
     assert saved["model"] == "genotype" and saved["genotype"] == genotype.to_json()
@@ -157,6 +156,9 @@ def test_a_searched_cell_retrains_from_best_genotype_json_with_the_nasnet_recipe
     evaluation = json.load(open(os.path.join(model_dir, "eval_results.json")))
     assert evaluation["num_examples"] == 16 and all(map(math.isfinite, evaluation.values()))
     assert evaluation["step"] == 6
+    import keras
+
+    assert keras.mixed_precision.global_policy().name == "float32"  # restored for what the process builds next
     bad = amoeba_here("train", "--model=resnet19", f"--data={data}", f"--model_dir={tmp_path / 'x'}", check=False)
     assert bad.returncode == 1 and "not one of resnet18" in bad.stderr
 

@@ -115,20 +115,13 @@ class Trainer:
         replicas = self.strategy.num_replicas_in_sync
         if config.train_batch_size % replicas or config.eval_batch_size % replicas:
             raise ValueError(f"batch sizes must be multiples of the {replicas} replicas")
-        keras.mixed_precision.set_global_policy(PRECISIONS[config.precision])
         keras.utils.set_random_seed(config.seed)
         steps_per_epoch = self.info.num_train_images / config.train_batch_size
         self.schedule = WarmupDecay(
             config.learning_rate, steps_per_epoch, self.total_steps, config.lr_schedule, config.lr_decay_value,
             config.lr_decay_epochs, config.lr_warmup_epochs,
         )
-        with self.strategy.scope():
-            self.model = build_model(model_spec(config, self.info.num_classes))
-            optimizer = make_optimizer(config.optimizer, self.schedule, config.momentum)
-            if config.precision == "mixed_float16":
-                optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-            optimizer.build(self.model.trainable_variables)
-            self.optimizer = optimizer
+        self.model, self.optimizer = self._build(config)
         # training wall time so far (seconds), saved with the weights: it adds up over resumed runs (a
         # host variable, outside the strategy: float64 need not exist on the accelerator)
         self.wall_seconds = tf.Variable(0.0, dtype=tf.float64, trainable=False)
@@ -140,6 +133,22 @@ class Trainer:
         self.decayed = [v for v in self.model.trainable_variables if len(v.shape) > 1]
         self._eval_data = None
         self._restored: str | None = None
+
+    def _build(self, config: TrainConfig) -> tuple[keras.Model, keras.optimizers.Optimizer]:
+        """The model and its optimizer under the strategy, in the precision's Keras dtype policy (a
+        global setting, restored after: the process may build other models later)."""
+        before = keras.mixed_precision.global_policy()
+        keras.mixed_precision.set_global_policy(PRECISIONS[config.precision])
+        try:
+            with self.strategy.scope():
+                model = build_model(model_spec(config, self.info.num_classes))
+                optimizer = make_optimizer(config.optimizer, self.schedule, config.momentum)
+                if config.precision == "mixed_float16":
+                    optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+                optimizer.build(model.trainable_variables)
+            return model, optimizer
+        finally:
+            keras.mixed_precision.set_global_policy(before)
 
     # --- steps ---------------------------------------------------------------------------------
 

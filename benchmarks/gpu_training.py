@@ -10,7 +10,7 @@ Trainer does the same), a fresh process per side; the first call (tracing) is le
 `--loops` calls are timed.
 
 On a GPU machine: `.venv/bin/python benchmarks/gpu_training.py` (the defaults). It runs tiny on
-CPU too (the test does: `--image_size=32 --batch=4 --filters=8 --steps=2 --loops=1`).
+CPU too (the test does: `--models=resnet20 --image_size=32 --batch=2 --steps=2 --loops=1`).
 """
 
 from __future__ import annotations

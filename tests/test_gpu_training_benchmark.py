@@ -1,6 +1,8 @@
-"""benchmarks/gpu_training.py, tiny on CPU: both sides train AmoebaNet-D (N=1) in mixed_float16 and
-the script ends with its JSON line (its GPU figures come from a GPU machine; bfloat16 training is
-tested in tests/test_train.py)."""
+"""benchmarks/gpu_training.py, tiny on CPU: both sides (our Trainer, Keras fit) train a model of the
+table in mixed_float16 and the script ends with its JSON line. Its GPU figures come from a GPU
+machine. The script builds every model alike: CIFAR ResNet-20 costs 48 CPU-seconds here where
+ResNet-50 and AmoebaNet-D cost 80 (NASNet cells in mixed_float16 train in tests/test_trainer.py;
+bfloat16 training is tested in tests/test_train.py)."""
 
 import json
 import subprocess
@@ -14,13 +16,13 @@ from tests.conftest import QUIET_TF, REPO
 @pytest.mark.integration
 def test_the_gpu_training_benchmark_runs_tiny_on_cpu():
     result = subprocess.run(
-        [sys.executable, "benchmarks/gpu_training.py", "--models=amoebanet_d", "--image_size=32", "--batch=2",
+        [sys.executable, "benchmarks/gpu_training.py", "--models=resnet20", "--image_size=32", "--batch=2",
          "--filters=8", "--num_classes=10", "--steps=2", "--loops=1", "--precisions=mixed_float16",
          "--num_cells=1"],
         capture_output=True, text=True, cwd=REPO, env=QUIET_TF, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     figures = json.loads(result.stdout.strip().splitlines()[-1])
     rows = {(r["model"], r["precision"]): r for r in figures["rows"]}
-    assert set(rows) == {("amoebanet_d", "mixed_float16")}
+    assert set(rows) == {("resnet20", "mixed_float16")}
     for row in rows.values():
         assert row["trainer_images_per_sec"] > 0 and row["fit_images_per_sec"] > 0 and row["device"] == "CPU"

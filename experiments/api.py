@@ -69,8 +69,9 @@ def search(trainable: Callable[[dict[str, Any]], Any], space: SearchSpace, *, tr
     it with `experiments.search.SearchHalted` (and Ctrl-C with SearchInterrupted); calling `search`
     again resumes it. `trial_timeout_s` > 0 ends a trial still
     running after that long (plus `hang_grace_s`; default: the larger of 60 s and a quarter of the
-    limit) as a timeout. `initial` genotypes (of `space`, or their JSON) are tried first. `max_concurrent` 0: as many trials at once as the CPUs (or
-    `cpus_per_trial`/`gpus_per_trial`) allow. `space`'s class is registered (`register_space`) so
+    limit) as a timeout. `initial` genotypes (of `space`, or their JSON) are tried first.
+    `max_concurrent` 0: as many trials at once as the CPUs (or `cpus_per_trial`/`gpus_per_trial`)
+    allow. `space`'s class is registered (`register_space`) so
     that its journal resumes in this process.
     """
     from ray import tune

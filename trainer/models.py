@@ -183,34 +183,29 @@ def match_filters(spec: ModelSpec, target_params: int, tolerance: float = 0.1) -
     the smallest network)."""
     if not spec.family.nasnet:
         raise ValueError(f"{spec.name}: only NASNet networks have filters to match")
-    counts: dict[int, int] = {}
-
-    def sized(filters: int) -> int:
-        if filters not in counts:
-            counts[filters] = count_params(dataclasses.replace(spec, filters=filters))
-        return counts[filters]
-
-    best = closest_filters(sized, target_params, MIN_FILTERS[spec.resolved_stem])
-    params = sized(best)
+    best, params = closest_filters(lambda f: count_params(dataclasses.replace(spec, filters=f)), target_params,
+                                   MIN_FILTERS[spec.resolved_stem])
     if abs(params - target_params) > tolerance * target_params:
         raise ValueError(f"the closest size of this cell is F={best} with {params:,} parameters, more than "
                          f"{tolerance:.0%} off the target {target_params:,}")
     return best, params
 
 
-def closest_filters(sized: Callable[[int], int], target: int, low: int, most: int = 1 << 14) -> int:
-    """The F from `low` up whose `sized(F)` (growing with F) is closest to `target` (the smaller F on
-    a tie), in a few calls of `sized`: each guess follows the power law through the two counts
-    nearest the target (F squared, for a network's parameters, before there are two), where a
-    bisection takes twice as many calls. Raises ValueError when no F up to `most` reaches it."""
+def closest_filters(sized: Callable[[int], int], target: int, low: int, most: int = 1 << 14) -> tuple[int, int]:
+    """(F, sized(F)): the F from `low` up whose `sized(F)` (growing with F) is closest to `target`
+    (the smaller F on a tie), each F sized once and a few in all: each guess follows the power law
+    through the two counts nearest the target (F squared, for a network's parameters, before there
+    are two), where a bisection takes twice as many. Raises ValueError when no F up to `most`
+    reaches the target."""
     seen: dict[int, int] = {}
 
     def count(f: int) -> int:
-        seen[f] = seen.get(f) or sized(f)
+        if f not in seen:
+            seen[f] = sized(f)
         return seen[f]
 
     if count(low) >= target:
-        return low
+        return low, seen[low]
     high = None  # count(low) < target <= count(high) once found
     while high is None or high - low > 1:
         near = sorted(seen, key=lambda f: abs(math.log(seen[f] / target)))[:2]
@@ -223,7 +218,8 @@ def closest_filters(sized: Callable[[int], int], target: int, low: int, most: in
         else:
             probe = min(max(round(guess), low + 1), high - 1)
         low, high = (probe, high) if count(probe) < target else (low, probe)
-    return min((low, high), key=lambda f: (abs(count(f) - target), f))
+    best = min((low, high), key=lambda f: (abs(seen[f] - target), f))
+    return best, seen[best]
 
 
 def split_outputs(outputs):

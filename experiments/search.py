@@ -154,15 +154,13 @@ def _run_tuners(config: SearchConfig, algorithm: SearchAlgorithm, breaker: Circu
     record of every trial of an experiment until it ends (about 70 KB each): a long search runs as a
     series of experiments of at most trials_per_tuner trials, one journal."""
     import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     from evolution.tune_searcher import EvolutionSearcher
     from experiments.progress import ProgressCallback
     from experiments.trial import FailureNotes, run_trial
 
     resources, concurrent = trial_resources(config, ray.cluster_resources())
-    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-    notes = FailureNotes.options(scheduling_strategy=here).remote()  # outlives any worker node
+    notes = FailureNotes()
 
     def record(algorithm: SearchAlgorithm, trial_id: int) -> None:
         outcome = algorithm.outcomes[trial_id]
@@ -170,7 +168,7 @@ def _run_tuners(config: SearchConfig, algorithm: SearchAlgorithm, breaker: Circu
         on_result(algorithm, trial_id, config)
 
     def failure_reason(trial_id: int, tune_trial_id: str) -> str | None:
-        return ray.get(notes.get.remote(trial_id), timeout=60)
+        return notes.get(trial_id)
 
     if make_trainable is not None:
         trainable = make_trainable(notes)
@@ -183,15 +181,18 @@ def _run_tuners(config: SearchConfig, algorithm: SearchAlgorithm, breaker: Circu
             space=algorithm.space.to_config(), notes=notes, objectives=[g.metric for g in algorithm.goals])
     progress = ProgressCallback(algorithm, config.max_trials, every_s=config.progress_every_s)
     part = 0
-    while not halted() and (left := config.max_trials - algorithm.completed()) > 0:
-        before, part = algorithm.completed(), part + 1
-        searcher = EvolutionSearcher(algorithm, min(left, config.trials_per_tuner), on_tell=record,
-                                     failure_reason=failure_reason, should_stop=halted,
-                                     checkpoint_root=os.path.abspath(os.path.join(config.output_dir, CHECKPOINTS)))
-        _tuner(config, algorithm, searcher, trainable, resources, concurrent, min(left, config.trials_per_tuner),
-               halted, progress, part).fit()
-        if algorithm.completed() == before and not algorithm.waiting_reissue():  # every trial stopped
-            break
+    try:
+        while not halted() and (left := config.max_trials - algorithm.completed()) > 0:
+            before, part = algorithm.completed(), part + 1
+            searcher = EvolutionSearcher(algorithm, min(left, config.trials_per_tuner), on_tell=record,
+                                         failure_reason=failure_reason, should_stop=halted,
+                                         checkpoint_root=os.path.abspath(os.path.join(config.output_dir, CHECKPOINTS)))
+            _tuner(config, algorithm, searcher, trainable, resources, concurrent, min(left, config.trials_per_tuner),
+                   halted, progress, part).fit()
+            if algorithm.completed() == before and not algorithm.waiting_reissue():  # every trial stopped
+                break
+    finally:
+        notes.clear()  # a Ray that outlives the search (a notebook's, a cluster's) keeps none of them
 
 
 def _tuner(config: SearchConfig, algorithm: SearchAlgorithm, searcher: Any, trainable: Any,

@@ -17,37 +17,50 @@ TensorFlow is imported here, inside the worker, never in the search driver.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import sys
 import threading
 import time
 import traceback
+import uuid
 from typing import Any, Callable, Sequence
 
 import ray
 from ray import tune
+from ray.experimental.internal_kv import _internal_kv_del, _internal_kv_get, _internal_kv_put
 
 from evolution.objectives import MEASURES
 from evolution.tune_searcher import tune_result
 
 HANG_EXIT_CODE = 75
+_NOTES_NAMESPACE = "amoeba"
 _trials_in_this_worker = 0
 
 
-@ray.remote(num_cpus=0)
+@dataclasses.dataclass(frozen=True)
 class FailureNotes:
-    """What a trial's worker wrote down before it ended itself, by search trial id: read by the
-    trial's retry and by the search driver. One per search run, on the driver's node."""
+    """What a trial's worker wrote down before it ended itself (the hang watchdog's timeout), by
+    search trial id: read by the trial's retry and by the search driver. Kept in the Ray cluster's
+    own key-value store (in its GCS, where Ray Tune keeps the trainables it registers), so the notes
+    outlive any worker node and cost no process of their own; one `run` per search run, cleared
+    when the run ends."""
 
-    def __init__(self) -> None:
-        self.notes: dict[int, str] = {}
+    run: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex)
+
+    def _key(self, trial_id: int) -> str:
+        return f"failure/{self.run}/{trial_id}"
 
     def add(self, trial_id: int, reason: str) -> None:
-        self.notes[trial_id] = reason
+        _internal_kv_put(self._key(trial_id), reason.encode(), namespace=_NOTES_NAMESPACE)
 
     def get(self, trial_id: int) -> str | None:
-        return self.notes.get(trial_id)
+        value = _internal_kv_get(self._key(trial_id), namespace=_NOTES_NAMESPACE)
+        return value.decode() if value is not None else None
+
+    def clear(self) -> None:
+        _internal_kv_del(f"failure/{self.run}/", del_by_prefix=True, namespace=_NOTES_NAMESPACE)
 
 
 def start_watchdog(seconds: float, what: str, on_hang: Callable[[str], None] | None = None) -> threading.Event:
@@ -108,13 +121,13 @@ def worker_facts(t_start: float) -> dict[str, Any]:
 
 def known_failure(notes: Any, trial_id: int) -> str | None:
     """What the search's FailureNotes hold for the trial (a watchdog's timeout), or None."""
-    return ray.get(notes.get.remote(trial_id), timeout=60) if notes is not None else None
+    return notes.get(trial_id) if notes is not None else None
 
 
 def watch_trial(notes: Any, trial_id: int, limit_s: float) -> threading.Event:
     """The hang watchdog for one trial: past `limit_s` it writes the timeout into the search's
     FailureNotes (so the retry reports it) and ends this worker. Set the event when the trial ends."""
-    write_down = (lambda reason: ray.get(notes.add.remote(trial_id, reason), timeout=30)) if notes else None
+    write_down = (lambda reason: notes.add(trial_id, reason)) if notes is not None else None
     return start_watchdog(limit_s, f"trial {trial_id}", on_hang=write_down)
 
 

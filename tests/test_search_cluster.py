@@ -67,14 +67,8 @@ def test_concurrency_follows_fake_gpus_and_tpus_and_each_trial_sees_its_own(tmp_
 
 
 @pytest.mark.integration
-def test_a_long_search_runs_as_several_tune_experiments_on_one_journal(tmp_path, monkeypatch, own_ray):
-    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "1")
-    monkeypatch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", True)
-    init_ray(None, num_cpus=2)
-    try:
-        trials, _ = _search(str(tmp_path / "parts"), 0.1, max_trials=7, max_concurrent=2, trials_per_tuner=3)
-    finally:
-        ray.shutdown()
+def test_a_long_search_runs_as_several_tune_experiments_on_one_journal(tmp_path, shared_ray):
+    trials, _ = _search(str(tmp_path / "parts"), 0.1, max_trials=7, max_concurrent=2, trials_per_tuner=3)
     assert len(trials) == 7  # all told once, by 3 experiments of 3, 3 and 1 trials
     assert len(glob.glob(str(tmp_path / "parts" / "tune" / "tune-*"))) == 3
     algorithm = resume(str(tmp_path / "parts" / "journal.jsonl"), read_only=True)

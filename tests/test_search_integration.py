@@ -2,7 +2,8 @@
 
 Searches run in this process on the pytest worker's shared Ray (`amoeba_here`, `shared_ray`), one
 trial at a time (a TensorFlow import less per Tune experiment), except where the test is about the
-process itself (a second driver, SIGKILL, Ctrl-C) or about trials side by side (the first test)."""
+process itself (a second driver, SIGKILL; Ctrl-C is sent to this process) or about trials side by
+side (the first test)."""
 
 import glob
 import json
@@ -11,6 +12,7 @@ import random
 import shutil
 import signal
 import subprocess
+import threading
 import time
 
 import pandas as pd
@@ -159,6 +161,9 @@ def test_hung_candidates_fail_as_timeouts_and_the_breaker_stops_the_search_until
         in halted.stderr and "still running after 0.001 s (hung)" in halted.stderr
     told = resume(os.path.join(out, "journal.jsonl"), read_only=True).outcomes.values()
     assert len(told) == 2 and all(o.error.startswith("timeout: trial") for o in told)
+    from ray.experimental.internal_kv import _internal_kv_list
+
+    assert not _internal_kv_list("failure/", namespace="amoeba")  # the watchdogs' notes went with their run
 
     fixed = amoeba_here("search", f"--output_dir={out}", "--max_trials=3", *TINY_SEARCH)  # resumes
     assert "3 trials done (2 failed)" in fixed.stdout
@@ -208,14 +213,25 @@ def test_a_second_driver_is_refused_and_a_search_sigkilled_mid_rung_resumes(tmp_
 
 
 @pytest.mark.integration
-def test_ctrl_c_stops_the_search_with_its_trials_in_flight_left_to_a_rerun(tmp_path):
+def test_ctrl_c_stops_the_search_with_its_trials_in_flight_left_to_a_rerun(tmp_path, shared_ray):
     out = str(tmp_path / "interrupted")
     journal = os.path.join(out, "journal.jsonl")
-    proc = subprocess.Popen(AMOEBA + ["search", f"--output_dir={out}", "--max_trials=40", *TINY_SEARCH],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=QUIET_TF)
-    wait_for_text(journal, '"event":"tell"', proc)
-    proc.send_signal(signal.SIGINT)
-    output, _ = proc.communicate(timeout=120)  # Tune's own handler would end one experiment and start the next
-    assert proc.returncode == 1 and "interrupted with" in output and "run the same command again" in output
+    searching = threading.Event()
+
+    def ctrl_c_after_the_first_result() -> None:  # to this process, as a terminal sends it
+        while searching.is_set():
+            time.sleep(0.05)
+            if os.path.exists(journal) and '"event":"tell"' in open(journal).read():
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+
+    searching.set()
+    threading.Thread(target=ctrl_c_after_the_first_result, daemon=True).start()
+    try:
+        result = amoeba_here("search", f"--output_dir={out}", "--max_trials=40", *TINY_SEARCH, check=False)
+    finally:
+        searching.clear()
+    output = result.stdout + result.stderr  # Tune's own handler would end one experiment and start the next
+    assert result.returncode == 1 and "interrupted with" in output and "run the same command again" in output
     stopped = resume(journal, read_only=True)
     assert 1 <= stopped.completed() < 40

@@ -184,9 +184,11 @@ def promote_trial(config: dict[str, Any], threads: int) -> None:
     from trainer.candidate import set_threads, use_gpu_memory_growth
     from trainer.models import model_report
     from trainer.train import Trainer
+    from trainer.worker_setup import reset_keras
 
     use_gpu_memory_growth()
     set_threads(threads)
+    reset_keras()  # a warm worker (more models than slots): the last model's graphs and names go
     train_config = config_from_saved(config["train_config"])
     storage.write_json(storage.join(train_config.model_dir, PROGRESS), {"phase": "building"})  # for the watcher
     trainer = Trainer(train_config)
@@ -234,7 +236,7 @@ def run_promote(config: PromoteConfig, trainable: Any = None) -> pd.DataFrame:
             grid = tune.Tuner(
                 tune.with_resources(trainable, resources),
                 param_space={"model": tune.grid_search(models)},
-                tune_config=tune.TuneConfig(max_concurrent_trials=concurrent,
+                tune_config=tune.TuneConfig(max_concurrent_trials=concurrent, reuse_actors=True,  # TF imported once
                                             trial_name_creator=_trial_name, trial_dirname_creator=_trial_name),
                 run_config=tune.RunConfig(
                     name=time.strftime("tune-%Y%m%d-%H%M%S"), verbose=0,

@@ -56,6 +56,7 @@ def test_flagfile_is_read_and_validated(tmp_path):
     assert not (tmp_path / "out" / "journal.jsonl").exists()
 
 
+@pytest.mark.integration  # two fresh processes importing TensorFlow
 def test_tensorflow_start_up_chatter_is_quiet_unless_asked_for(shared_dir, tmp_path):
     src = os.path.join(shared_dir, "data", "cifar10-mini")  # two of its JPEGs (not the prepared dir)
     csv = tmp_path / "two.csv"

@@ -24,6 +24,7 @@ def example(name: str, *args: str) -> str:
     return out.getvalue()
 
 
+@pytest.mark.integration  # 15 random forests cross-validated
 def test_ask_tell_over_scikit_learn_settings_resumes_from_its_journal(tmp_path):
     journal = str(tmp_path / "journal.jsonl")
     first = example("sklearn_ask_tell.py", "--trials=6", f"--journal={journal}")

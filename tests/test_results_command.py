@@ -7,7 +7,7 @@ from dataclasses import replace
 from evolution import RegularizedEvolution
 from experiments.progress import journal_pace, progress_line, status_line
 from searchspace import NasNetSpace
-from tests.conftest import amoeba
+from tests.conftest import amoeba_here as amoeba  # in this process: a Python start less each
 
 
 def search_in_progress(out: str) -> RegularizedEvolution:

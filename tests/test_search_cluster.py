@@ -19,7 +19,7 @@ from evolution import resume
 from experiments.local_ray import init_ray
 from experiments.search import SearchConfig, open_search, run_search
 from experiments.trial import sleep_trial
-from tests.conftest import REPO, amoeba
+from tests.conftest import REPO, amoeba_here
 
 
 def _search(out: str, seconds: float, **settings) -> tuple[list[dict], float]:
@@ -119,6 +119,7 @@ def test_a_multi_fidelity_search_spreads_over_a_cluster_and_survives_losing_a_no
     assert all(len(algorithm.decisions[t]) == o.metrics["rung"] + 1 for t, o in algorithm.outcomes.items())
 
 
+@pytest.mark.integration  # a Ray of its own, in a fresh process
 def test_a_local_ray_listens_on_loopback_only_and_says_nothing_of_tokens():
     script = ("import ray; from experiments.local_ray import init_ray; from tests.test_search_cluster import "
               "listening_addresses; init_ray(None, num_cpus=1); ray.get(ray.remote(lambda: 1).remote()); "
@@ -175,7 +176,8 @@ def _address(hex_ip: str, ipv6: bool) -> str:
     return f"::ffff:{address.ipv4_mapped}" if address.ipv4_mapped else str(address)
 
 
-def test_asking_for_accelerators_the_machine_lacks_is_a_config_error(tmp_path):
-    result = amoeba("search", f"--output_dir={tmp_path / 's'}", "--max_trials=2", "--gpus_per_trial=1", check=False)
+@pytest.mark.integration  # the search driver asks Ray what the cluster has
+def test_asking_for_accelerators_the_machine_lacks_is_a_config_error(tmp_path, shared_ray):
+    result = amoeba_here("search", f"--output_dir={tmp_path / 's'}", "--max_trials=2", "--gpus_per_trial=1", check=False)
     assert result.returncode == 1
     assert "the Ray cluster has 0 GPU: not enough for one trial (1 GPU per trial)" in result.stderr

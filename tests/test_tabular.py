@@ -8,7 +8,7 @@ import pytest
 from evolution import RandomSearch
 from experiments.tabular import load_table, run_benchmark, run_once, write_synthetic_table
 from searchspace import NasBench201Space
-from tests.conftest import amoeba
+from tests.conftest import amoeba_here as amoeba  # in this process: a Python start less each
 
 
 

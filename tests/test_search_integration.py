@@ -173,9 +173,9 @@ def test_hung_candidates_fail_as_timeouts_and_the_breaker_stops_the_search_until
 def test_a_second_driver_is_refused_and_a_search_sigkilled_mid_rung_resumes(tmp_path, shared_ray):
     out = str(tmp_path / "killed")
     journal = os.path.join(out, "journal.jsonl")
-    rungs = ["--rungs=1,2", "--reduction_factor=2", "--batch_size=16"]  # 89 steps an epoch: time to kill
-    # seed 2: trial 1 goes on to rung 2 (trial 0 is stopped at rung 1), so the kill comes early
-    search = ["search", f"--output_dir={out}", "--max_trials=4", "--seed=2", *TINY_SEARCH, *rungs]
+    rungs = ["--rungs=1,2", "--reduction_factor=2", "--batch_size=32"]  # 44 steps an epoch: time to kill
+    # seed 3: trial 1 goes on to rung 2 (trial 0 is stopped at rung 1), so the kill comes early
+    search = ["search", f"--output_dir={out}", "--max_trials=4", "--seed=3", *TINY_SEARCH, *rungs]
     proc = subprocess.Popen(AMOEBA + search, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True, env=QUIET_TF)
     deadline = time.time() + 300

@@ -41,7 +41,7 @@ def fit(genotype, epochs: int, filters: int = 8) -> tuple[float, int]:
     model = build_model(ModelSpec("genotype", num_classes=10, image_size=8, num_cells=1, filters=filters,
                                   genotype=genotype))
     optimizer = keras.optimizers.Adam(3e-3)
-    optimizer.build(model.trainable_variables)  # here: built inside fit's first step, its slots cost 5 s more
+    optimizer.build(model.trainable_variables)  # built inside fit's first step, its slots double that step's cost
     model.compile(optimizer=optimizer,  # the network outputs logits
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"],
                   jit_compile=False)  # Keras turns XLA on by default; on a CPU it slows these cells down

@@ -53,6 +53,8 @@ def test_the_same_space_through_ray_tune_two_at_a_time_stopped_and_run_again(tmp
     table = pd.read_csv(os.path.join(out, "results.csv"))
     assert set(table.status) == {"ok"} and table.val_accuracy.between(0.5, 1).all()
     assert "n_estimators=" in amoeba_here("results", out).stdout
+    amoeba_here("report", out)
+    assert "max_features=" in open(os.path.join(out, "report.html")).read()
 
 
 @pytest.mark.integration

@@ -33,6 +33,9 @@ def init_ray(address: str | None, runtime_env: dict[str, Any] | None = None, **r
         ray_constants.ENABLE_RAY_CLUSTER = False  # this process: the constant was read at import
         logging.getLogger(_AUTH_LOGGER).setLevel(logging.ERROR)  # "token authentication is enabled"
         kwargs.update(address="local", _node_ip_address=LOOPBACK, **resources)
+        # No idle workers started for this driver: Tune's trial actors never take them (each starts
+        # a worker of its own), so each cost 1.5-2 CPU-seconds for nothing
+        kwargs["_system_config"] = {"prestart_worker_first_driver": False}
     else:
         kwargs["address"] = address
     # Our commands print their own progress: no Tune banner ("Configuration for experiment", "View

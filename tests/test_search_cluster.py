@@ -48,8 +48,9 @@ def test_concurrency_follows_fake_gpus_and_tpus_and_each_trial_sees_its_own(tmp_
     monkeypatch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", True)
     init_ray(None, num_cpus=2, num_gpus=2, resources={"TPU": 4})
     try:
-        gpu_trials, _ = _search(str(tmp_path / "gpus"), 3.0, max_trials=8, gpus_per_trial=0.5)
-        tpu_trials, _ = _search(str(tmp_path / "tpus"), 3.0, max_trials=4, tpus_per_trial=2)
+        # trials long enough to overlap however staggered their workers' starts on a busy machine
+        gpu_trials, _ = _search(str(tmp_path / "gpus"), 5.0, max_trials=8, gpus_per_trial=0.5)
+        tpu_trials, _ = _search(str(tmp_path / "tpus"), 5.0, max_trials=4, tpus_per_trial=2)
     finally:
         ray.shutdown()
     # 2 GPUs at half a GPU each: 4 trials at once, on CPUs shared 0.5 each; two per GPU

@@ -27,15 +27,26 @@ TINY_SEARCH = ["--max_concurrent=1", "--population_size=3", "--sample_size=2", "
 
 
 @pytest.mark.integration
-def test_tiny_search_through_ray_tune_then_resume(tmp_path, shared_ray, gcs_emulator):
+def test_a_search_of_prepared_jpegs_through_ray_tune_with_rungs_then_resume(cifar_mini, tmp_path, shared_ray,
+                                                                           gcs_emulator):
+    """The README's path for your own photos: amoeba prepare (the fixture), then amoeba search --data
+    at 16 px with rungs, two trials at once, seeded, uploading to GCS; then resumed."""
     from core import storage
 
+    _, data = cifar_mini
     out, dest = str(tmp_path / "search"), f"{gcs_emulator}/searches/one"
     seed = NasNetSpace(num_blocks=2).sample(random.Random(5))  # a cell of an earlier search, as its best_genotype.json
     (tmp_path / "best_genotype.json").write_text(json.dumps({"trial_id": 3, "genotype": seed.to_json()}))
-    tiny = [*TINY_SEARCH, "--max_concurrent=2", f"--initial={tmp_path / 'best_genotype.json'}"]  # the last wins
+    tiny = [*TINY_SEARCH, "--max_concurrent=2", f"--initial={tmp_path / 'best_genotype.json'}",  # the last wins
+            f"--data={data}", "--image_size=16", "--validation_images=100", "--train_images=256", "--rungs=1,2",
+            "--reduction_factor=2"]
     result = amoeba_here("search", f"--output_dir={out}", "--max_trials=5", *tiny, f"--upload_to={dest}")
     assert "5 trials done (0 failed)" in result.stdout and "top 5:" in result.stdout
+    config = json.load(open(os.path.join(out, "search_config.json")))["proxy"]
+    assert (config["dataset"], config["data"], config["image_size"]) == ("prepared", data, 16)
+    told = resume(os.path.join(out, "journal.jsonl"), read_only=True).outcomes.values()
+    assert {(o.metrics["validation_images"], o.metrics["train_images"]) for o in told} == {(100, 256)}
+    assert {o.metrics["epochs"] for o in told} <= {1, 2} and "trial 0 at rung 0 (1 epochs)" in result.stdout
     assert "could not upload" not in result.stdout  # results kept up to date on GCS:
     for name in ("journal.jsonl", "search_config.json", "results.csv", "best_genotype.json"):
         assert storage.read_bytes(storage.join(dest, name)) == open(os.path.join(out, name), "rb").read()
@@ -62,6 +73,7 @@ def test_tiny_search_through_ray_tune_then_resume(tmp_path, shared_ray, gcs_emul
     assert "6 trials done" in result.stdout
     assert "resumed" in result.stderr and "5 trials done, 0 to re-issue" in result.stderr  # log.info reaches users
     assert len(pd.read_csv(os.path.join(out, "results.csv"))) == 6
+    assert "6/6 done (0 failed)" in amoeba_here("results", out).stdout
 
     # A different proxy in the same output dir is a config error, before any trial runs.
     result = amoeba_here("search", f"--output_dir={out}", "--max_trials=8", *tiny, "--epochs=2", check=False)
@@ -107,26 +119,6 @@ def test_config_errors_fail_at_once_without_a_journal(tmp_path):
         result = amoeba_here("search", f"--output_dir={out}", *flags, check=False)
         assert result.returncode != 0 and message in result.stderr
         assert not os.path.exists(os.path.join(out, "journal.jsonl"))
-
-
-@pytest.mark.integration
-def test_search_on_a_prepared_dir_of_jpegs(cifar_mini, tmp_path, shared_ray):
-    """The README's path for your own photos: amoeba prepare, then amoeba search --data, at 16 px,
-    with rungs."""
-    _, data = cifar_mini
-    out = str(tmp_path / "photos")
-    result = amoeba_here("search", f"--output_dir={out}", f"--data={data}", "--max_trials=3", "--image_size=16",
-                    "--validation_images=100", "--train_images=256", *TINY_SEARCH, "--rungs=1,2",
-                    "--reduction_factor=2")
-    assert "3 trials done (0 failed)" in result.stdout
-    config = json.load(open(os.path.join(out, "search_config.json")))["proxy"]
-    assert (config["dataset"], config["data"], config["image_size"]) == ("prepared", data, 16)
-    table = pd.read_csv(os.path.join(out, "results.csv"))
-    assert set(table.status) == {"ok"} and table.val_accuracy.between(0, 1).all()
-    told = resume(os.path.join(out, "journal.jsonl"), read_only=True).outcomes.values()
-    assert {(o.metrics["validation_images"], o.metrics["train_images"]) for o in told} == {(100, 256)}
-    assert {o.metrics["epochs"] for o in told} <= {1, 2} and "trial 0 at rung 0 (1 epochs)" in result.stdout
-    assert "3/3 done (0 failed)" in amoeba_here("results", out).stdout
 
 
 @pytest.mark.integration

@@ -118,7 +118,8 @@ def run_search(config: SearchConfig, algorithm: SearchAlgorithm, trainable: Any 
     if config.upload_to:
         _upload(lambda: storage.copy_tree_to_gcs(config.output_dir, config.upload_to), config.upload_to)
     if breaker.tripped:
-        raise SearchHalted(f"stopped: {breaker.in_a_row} candidates failed in a row (--max_consecutive_failures="
+        failed = "a candidate failed" if breaker.in_a_row == 1 else f"{breaker.in_a_row} candidates failed in a row"
+        raise SearchHalted(f"stopped: {failed} (--max_consecutive_failures="
                            f"{config.max_consecutive_failures}); the last: {breaker.last_error}. Fix the cause and "
                            "run the same command again: the search resumes where it stopped")
     if interrupted.is_set():

@@ -56,21 +56,19 @@ def test_flagfile_is_read_and_validated(tmp_path):
     assert not (tmp_path / "out" / "journal.jsonl").exists()
 
 
-@pytest.mark.integration  # two fresh processes importing TensorFlow
-def test_tensorflow_start_up_chatter_is_quiet_unless_asked_for(shared_dir, tmp_path):
+@pytest.mark.integration  # a fresh process importing TensorFlow
+def test_tensorflow_start_up_chatter_shows_when_asked_for(shared_dir, tmp_path):
+    """--verbosity=1 lets TensorFlow's C++ start-up lines through; without it a command is quiet
+    (test_train.py's killed `amoeba train`, a fresh process too, checks that)."""
     src = os.path.join(shared_dir, "data", "cifar10-mini")  # two of its JPEGs (not the prepared dir)
+    rows = open(os.path.join(src, "train_set.csv")).read().splitlines()[1:3]
     csv = tmp_path / "two.csv"
-    csv.write_text("".join(f"{os.path.join(src, line)}\n" for line in open(os.path.join(src, "train_set.csv")).read().splitlines()[1:3]))
+    csv.write_text("".join(f"{os.path.join(src, row)}\n" for row in rows))
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
-    runs = {}
-    for verbosity in ("0", "1"):
-        runs[verbosity] = subprocess.run(
-            AMOEBA + ["prepare", f"--train_csv={csv}", f"--eval_csv={csv}",
-                      f"--output_dir={tmp_path / verbosity}", f"--verbosity={verbosity}"],
-            capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
-        assert runs[verbosity].returncode == 0, runs[verbosity].stderr
-    assert "InitializeLog" not in runs["0"].stderr and "oneDNN" not in runs["0"].stderr
-    assert "InitializeLog" in runs["1"].stderr  # everything, with --verbosity=1
+    run = subprocess.run(AMOEBA + ["prepare", f"--train_csv={csv}", f"--eval_csv={csv}", f"--output_dir={tmp_path / 'out'}",
+                                   "--verbosity=1"], capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "InitializeLog" in run.stderr  # everything, with --verbosity=1
 
 
 def test_show_draws_a_genotype_as_dot_and_json():

@@ -142,7 +142,7 @@ def test_promote_end_to_end_on_fake_imagenet(tmp_path, shared_ray):
     search = _with_params(str(tmp_path / "search"), [(0.3, 1000), (0.6, 900), (0.5, 800), (0.1, 700)])
     out = tmp_path / "promote"
     command = ["promote", f"--search_dir={search}", "--top_k=1", "--baselines=resnet20", f"--data={data}",
-               f"--output_dir={out}", "--target_top1=0.01", "--cost_per_hour=2", *RECIPE]
+               f"--output_dir={out}", "--target_top1=0.01", "--cost_per_hour=2", "--max_concurrent=1", *RECIPE]
     first = amoeba(*command)
     table = pd.read_csv(out / "comparison.csv")
     assert "comparing at equal size: each cell's filters are set to match resnet20's parameters" in first.stdout

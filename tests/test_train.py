@@ -11,7 +11,7 @@ import time
 import pytest
 import tensorflow as tf
 
-from tests.conftest import AMOEBA, QUIET_TF, REPO, amoeba_here
+from tests.conftest import AMOEBA, REPO, amoeba_here
 
 TRAIN = ["--model=resnet20", "--image_size=32", "--train_batch_size=32", "--eval_batch_size=64",
          "--optimizer=momentum", "--learning_rate=0.05", "--lr_schedule=cosine", "--iterations_per_loop=5"]

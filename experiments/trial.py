@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 
 import ray
 from ray import tune
-from ray.experimental.internal_kv import _internal_kv_del, _internal_kv_get, _internal_kv_put
+from ray.experimental.internal_kv import _internal_kv_del, _internal_kv_get, _internal_kv_list, _internal_kv_put
 
 from evolution.objectives import MEASURES
 from evolution.tune_searcher import tune_result
@@ -49,8 +49,12 @@ class FailureNotes:
 
     run: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex)
 
+    @property
+    def _prefix(self) -> str:
+        return f"failure/{self.run}/"
+
     def _key(self, trial_id: int) -> str:
-        return f"failure/{self.run}/{trial_id}"
+        return f"{self._prefix}{trial_id}"
 
     def add(self, trial_id: int, reason: str) -> None:
         _internal_kv_put(self._key(trial_id), reason.encode(), namespace=_NOTES_NAMESPACE)
@@ -60,7 +64,12 @@ class FailureNotes:
         return value.decode() if value is not None else None
 
     def clear(self) -> None:
-        _internal_kv_del(f"failure/{self.run}/", del_by_prefix=True, namespace=_NOTES_NAMESPACE)
+        _internal_kv_del(self._prefix, del_by_prefix=True, namespace=_NOTES_NAMESPACE)
+
+    @staticmethod
+    def left() -> list[bytes]:
+        """The keys of every run's notes still in this Ray cluster (none once each run has ended)."""
+        return _internal_kv_list("failure/", namespace=_NOTES_NAMESPACE)
 
 
 def start_watchdog(seconds: float, what: str, on_hang: Callable[[str], None] | None = None) -> threading.Event:

@@ -29,6 +29,22 @@ def amoeba(*args: str, check: bool = True, timeout: float = 900, env: dict[str, 
     return result
 
 
+def script_here(path: str, *args: str) -> str:
+    """`python PATH ARGS...` run in this process as its own __main__ (its folder first on sys.path,
+    as Python puts it); its stdout. For scripts whose process is not what a test is about."""
+    import contextlib
+    import io
+    import runpy
+    from unittest import mock
+
+    out = io.StringIO()
+    search_path = [os.path.dirname(path), *sys.path]
+    with mock.patch.object(sys, "argv", [path, *args]), mock.patch.object(sys, "path", search_path), \
+            contextlib.redirect_stdout(out):
+        runpy.run_path(path, run_name="__main__")
+    return out.getvalue()
+
+
 def amoeba_here(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run `amoeba ARGS...` in this process, as `amoeba` does (flags parsed, the same exit codes),
     with its stdout and stderr captured: for tests that are not about the process itself, saving

@@ -3,25 +3,18 @@ space through Ray Tune stopped and run again, and NASNet cells with one's own Ke
 runs its script's main in this process (`example`: its command line, its stdout), on the pytest
 worker's shared Ray: a Python start, a TensorFlow import and a Ray start less each."""
 
-import contextlib
-import io
 import os
-import runpy
-import sys
-from unittest import mock
 
 import pandas as pd
 import pytest
 
 from evolution import resume
-from tests.conftest import REPO, amoeba_here
+from tests.conftest import REPO, amoeba_here, script_here
+
 
 def example(name: str, *args: str) -> str:
     """`python examples/NAME ARGS...` run in this process as its own __main__; its stdout."""
-    path, out = os.path.join(REPO, "examples", name), io.StringIO()
-    with mock.patch.object(sys, "argv", [path, *args]), contextlib.redirect_stdout(out):
-        runpy.run_path(path, run_name="__main__")
-    return out.getvalue()
+    return script_here(os.path.join(REPO, "examples", name), *args)
 
 
 @pytest.mark.integration  # 15 random forests cross-validated

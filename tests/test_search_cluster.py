@@ -121,21 +121,23 @@ def test_a_multi_fidelity_search_spreads_over_a_cluster_and_survives_losing_a_no
 
 
 @pytest.mark.integration  # a Ray of its own, in a fresh process
-def test_a_local_ray_listens_on_loopback_only_and_says_nothing_of_tokens():
-    script = ("import ray; from experiments.local_ray import init_ray; from tests.test_search_cluster import "
-              "listening_addresses; init_ray(None, num_cpus=1); ray.get(ray.remote(lambda: 1).remote()); "
+def test_a_local_ray_listens_on_loopback_only_starts_no_idle_workers_and_says_nothing_of_tokens():
+    script = ("import time, ray; from experiments.local_ray import init_ray; from tests.test_search_cluster import "
+              "listening_addresses, idle_workers; init_ray(None, num_cpus=1); time.sleep(3); "
+              "print(idle_workers()); ray.get(ray.remote(lambda: 1).remote()); "
               "print(ray.nodes()[0]['NodeManagerAddress']); print(sorted(listening_addresses())); ray.shutdown()")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert result.returncode == 0, result.stderr
-    node, addresses = result.stdout.splitlines()[-2:]
+    idle, node, addresses = result.stdout.splitlines()[-3:]
+    assert idle == "0"  # none started for the driver (Ray's default starts num_cpus of them within 3 s)
     assert node == "127.0.0.1"
     addresses = eval(addresses, {})  # noqa: S307 - our own printout of a list of strings
     assert len(addresses) >= 3 and set(addresses) <= {"127.0.0.1", "::ffff:127.0.0.1"}, addresses
     assert "token" not in (result.stdout + result.stderr).lower()
 
 
-def listening_addresses() -> list[str]:
-    """Local addresses of the TCP sockets listening in this process and its descendants (Linux)."""
+def _descendants() -> set[int]:
+    """This process and its descendants (Linux)."""
     parents = {}
     for stat in glob.glob("/proc/[0-9]*/stat"):
         try:
@@ -148,8 +150,24 @@ def listening_addresses() -> list[str]:
         more = {pid for pid, parent in parents.items() if parent in mine} - mine
         mine |= more
         grew = bool(more)
+    return mine
+
+
+def idle_workers() -> int:
+    """How many idle Ray worker processes (titled ray::IDLE) run below this process."""
+    count = 0
+    for pid in _descendants():
+        try:
+            count += open(f"/proc/{pid}/cmdline").read().startswith("ray::IDLE")
+        except OSError:
+            pass
+    return count
+
+
+def listening_addresses() -> list[str]:
+    """Local addresses of the TCP sockets listening in this process and its descendants (Linux)."""
     inodes = set()
-    for pid in mine:
+    for pid in _descendants():
         for fd in glob.glob(f"/proc/{pid}/fd/*"):
             try:
                 link = os.readlink(fd)

@@ -155,9 +155,9 @@ def test_a_hung_candidate_fails_as_a_timeout_and_the_breaker_stops_the_search_un
         in halted.stderr and "still running after 0.001 s (hung)" in halted.stderr
     told = resume(os.path.join(out, "journal.jsonl"), read_only=True).outcomes.values()
     assert len(told) == 1 and all(o.error.startswith("timeout: trial") for o in told)
-    from ray.experimental.internal_kv import _internal_kv_list
+    from experiments.trial import FailureNotes
 
-    assert not _internal_kv_list("failure/", namespace="amoeba")  # the watchdogs' notes went with their run
+    assert not FailureNotes.left()  # the watchdog's notes went with their run
 
     fixed = amoeba_here("search", f"--output_dir={out}", "--max_trials=2", *TINY_SEARCH)  # resumes
     assert "2 trials done (1 failed)" in fixed.stdout

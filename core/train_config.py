@@ -36,6 +36,7 @@ class TrainConfig:
     image_size: int = 224
     num_cells: int = 2  # N: normal cells per stack (the paper's N; 3 stacks)
     filters: int = 256  # F: filters of the first stack
+    width_multiplier: float = 1.0  # scales every width of a family that has one (resnet9)
     learning_rate: float = 0.1  # peak
     lr_schedule: str = "exponential"
     lr_decay_value: float = 0.97

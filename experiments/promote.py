@@ -26,7 +26,7 @@ import pandas as pd
 from evolution import SearchAlgorithm, resume
 from experiments import ranking
 from experiments.layout import JOURNAL, PLAN, RESULT
-from experiments.promote_config import PromoteConfig
+from experiments.promote_config import PromoteConfig, baseline_model
 from experiments.resources import trial_resources
 from core import storage
 from core.train_config import PROGRESS, TrainConfig, config_from_saved
@@ -50,6 +50,7 @@ class PlannedModel:
     search_trial_id: int | None = None
     search_val_accuracy: float | None = None
     search_dir: str | None = None
+    width_multiplier: float | None = None  # a baseline's NAME@WIDTH
 
 
 def best_distinct_trials(algorithm: SearchAlgorithm, k: int) -> list[int]:
@@ -110,11 +111,14 @@ def plan_models(config: PromoteConfig) -> list[PlannedModel]:
 
         classes = read_metadata(config.data).num_classes
 
-        def spec(model: str, genotype: Any = None):
-            return model_spec(config.train_config("sizing", model, genotype), classes)
+        def spec(model: str, genotype: Any = None, **changes: Any):
+            return model_spec(config.train_config("sizing", model, genotype, **changes), classes)
 
-        target = (int(config.match_params) if config.match_params.isdigit()
-                  else count_params(spec(config.match_params)))
+        if config.match_params.isdigit():
+            target = int(config.match_params)
+        else:
+            model, width = baseline_model(config.match_params)
+            target = count_params(spec(model, **({"width_multiplier": width} if width else {})))
         sized = []
         for m in planned:
             try:
@@ -126,7 +130,9 @@ def plan_models(config: PromoteConfig) -> list[PlannedModel]:
             print(f"{m.name}: F={filters}, {params:,} parameters ({params / target - 1:+.1%} of {target:,})")
             sized.append(dataclasses.replace(m, filters=filters))
         planned = sized
-    planned += [PlannedModel(name=b, kind="baseline", model=b) for b in config.baselines]
+    for b in config.baselines:
+        model, width = baseline_model(b)
+        planned.append(PlannedModel(name=b, kind="baseline", model=model, width_multiplier=width))
     return planned
 
 
@@ -149,7 +155,10 @@ def model_config(config: PromoteConfig, m: PlannedModel) -> TrainConfig:
     from searchspace import NasNetGenotype
 
     genotype = NasNetGenotype.from_json(m.genotype) if m.genotype else None
-    return config.train_config(m.name, m.model, genotype, **({"filters": m.filters} if m.filters else {}))
+    changes = {"filters": m.filters} if m.filters else {}
+    if m.width_multiplier:
+        changes["width_multiplier"] = m.width_multiplier
+    return config.train_config(m.name, m.model, genotype, **changes)
 
 
 def open_plan(config: PromoteConfig) -> list[PlannedModel]:

@@ -41,7 +41,8 @@ class PromoteConfig:
                                             flag="search_dir")
     top_k: int = _setting(3, "Distinct genotypes promoted from each search.")
     baselines: tuple[str, ...] = _setting((), "Named models trained beside them (trainer/models.py's table, e.g. "
-                                              "resnet20,resnet56,amoebanet_d).")
+                                              "resnet20,resnet9,amoebanet_d; resnet9@0.25: ResNet-9 at a quarter "
+                                              "of its widths).")
     match_params: str | None = _setting(None, "A model name or a parameter count: each cell's --filters is set so its "
                                               "parameters are within 10% of it (default with --baselines and no "
                                               "--filters: the first baseline).")
@@ -67,15 +68,16 @@ class PromoteConfig:
             raise ValueError("nothing to promote: give --search_dir, --baselines or both")
         if self.top_k < 0:
             raise ValueError(f"top_k: must be 0 or more, got {self.top_k}")
-        from trainer.models import MODEL_NAMES
-
-        unknown = [b for b in self.baselines if b not in MODEL_NAMES or b == "genotype"]
-        if unknown:
-            raise ValueError(f"baselines: unknown {unknown}; known: {[n for n in MODEL_NAMES if n != 'genotype']}")
+        for b in self.baselines:
+            baseline_model(b)  # a ValueError naming the unknown one
         if len(set(self.baselines)) < len(self.baselines):
             raise ValueError(f"baselines: {list(self.baselines)} names a model twice")
-        if self.match_params and not self.match_params.isdigit() and self.match_params not in MODEL_NAMES:
-            raise ValueError(f"match_params: {self.match_params!r} is neither a model name nor a parameter count")
+        if self.match_params and not self.match_params.isdigit():
+            try:
+                baseline_model(self.match_params)
+            except ValueError:
+                raise ValueError(f"match_params: {self.match_params!r} is neither a model name nor a parameter "
+                                 "count") from None
         for name in ("target_top1", "target_top5"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"{name}: an accuracy in [0, 1], got {getattr(self, name)}")
@@ -89,6 +91,8 @@ class PromoteConfig:
         recipe = {**self.recipe, **changes}
         if not MODEL_FAMILIES[model].nasnet:
             recipe.update(dropout=0.0, drop_path_keep_prob=1.0, aux_weight=0.0)
+        if not MODEL_FAMILIES[model].widths:
+            recipe.update(width_multiplier=1.0)
         if self.tpus_per_trial and not recipe.get("tpu"):
             recipe["tpu"] = "local"  # the trial's own TPU chips (Ray's TPU resource)
         base = self.output_dir if storage.is_gcs(self.output_dir) else os.path.abspath(self.output_dir)
@@ -101,3 +105,24 @@ class PromoteConfig:
                 if f.metadata.get("on_resume") != FREE}
         data["recipe"] = {k: as_json(v) for k, v in self.recipe.items() if k not in RECIPE_HOW_IT_RUNS}
         return data
+
+
+def baseline_model(baseline: str) -> tuple[str, float | None]:
+    """(model name, width multiplier or None) of a --baselines entry: a MODEL_FAMILIES name, or
+    NAME@WIDTH for a family with widths (resnet9@0.25: ResNet-9 at a quarter of its widths)."""
+    from trainer.models import MODEL_FAMILIES
+
+    name, _, width = baseline.partition("@")
+    known = [n for n, family in MODEL_FAMILIES.items() if not family.space]
+    if name not in known:
+        raise ValueError(f"baselines: unknown {baseline!r}; known: {known}")
+    if not width:
+        return name, None
+    try:
+        value = float(width)
+    except ValueError:
+        value = 0.0
+    if not MODEL_FAMILIES[name].widths or not value > 0:
+        scaled = [n for n in known if MODEL_FAMILIES[n].widths]
+        raise ValueError(f"baselines: {baseline!r}: NAME@WIDTH takes a positive width, for {scaled} only")
+    return name, value

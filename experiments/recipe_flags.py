@@ -32,6 +32,7 @@ HELP = {
     "image_size": "Input image size.",
     "num_cells": "NASNet family: N, normal cells per stack (3 stacks), as in amoeba search.",
     "filters": "NASNet family: F, filters of the first stack, as in amoeba search.",
+    "width_multiplier": "ResNet-9: every width times this (0.25: a quarter of Page's widths).",
     "learning_rate": "Peak learning rate.",
     "lr_schedule": "Decay after warm-up.",
     "lr_decay_value": "Decay factor (exponential: per lr_decay_epochs; piecewise: per boundary).",

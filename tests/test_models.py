@@ -254,6 +254,25 @@ def test_cifar_resnets_have_the_papers_sizes(depth, params):
         assert count_multiply_adds(model) == pytest.approx(41e6, rel=0.02)
 
 
+@pytest.mark.parametrize("width, params", [(1.0, 6_573_120), (0.25, 412_944)])
+def test_resnet9_has_pages_size_and_shape(width, params):
+    """Page's DAWNBench net: 6.57M parameters at width 1 (bias-free linear layer); 412,944 at 0.25."""
+    model = build_model(ModelSpec("resnet9", num_classes=10, image_size=32, width_multiplier=width))
+    assert model_report(model)["params"] == params
+    assert sum(isinstance(l, (keras.layers.Conv2D, keras.layers.Dense)) for l in model.layers) == 9
+    assert model.get_layer("layer3_add").output.shape == (None, 4, 4, round(512 * width))
+    if width < 1:
+        logits = model(images(2, 32), training=False)
+        assert logits.shape == (2, 10) and logits.dtype == "float32"
+
+
+def test_only_a_family_with_widths_takes_a_width_multiplier():
+    with pytest.raises(ValueError, match="width_multiplier: .*resnet9.*got 0.5 for 'resnet20'"):
+        ModelSpec("resnet20", num_classes=10, image_size=32, width_multiplier=0.5)
+    with pytest.raises(ValueError, match="width_multiplier"):
+        ModelSpec("resnet9", num_classes=10, image_size=32, width_multiplier=0)
+
+
 def test_multiply_adds_are_exact_on_a_hand_built_model():
     inputs = keras.Input((8, 8, 3))
     x = keras.layers.Conv2D(4, 3, strides=2, padding="same")(inputs)      # 4x4x4: 16*27*4 = 1728

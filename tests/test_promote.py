@@ -9,7 +9,7 @@ import os
 import pandas as pd
 import pytest
 
-from experiments.promote import PromoteConfig, first_at, open_plan, top_genotypes
+from experiments.promote import PromoteConfig, first_at, model_config, open_plan, top_genotypes
 from experiments.search import SearchConfig
 from tests.conftest import amoeba_here as amoeba  # in this process: a TensorFlow import less each
 
@@ -59,8 +59,11 @@ def _config(tmp_path, **changes) -> PromoteConfig:
 
 
 def test_config_errors_at_once(tmp_path):
-    with pytest.raises(ValueError, match="baselines: unknown \\['resnet21'\\]"):
+    with pytest.raises(ValueError, match="baselines: unknown 'resnet21'"):
         _config(tmp_path, baselines=("resnet21",))
+    for bad in ("resnet20@0.5", "resnet9@0", "resnet9@wide"):
+        with pytest.raises(ValueError, match=f"baselines: '{bad}': NAME@WIDTH takes a positive width, for \\['resnet9'\\]"):
+            _config(tmp_path, baselines=(bad,))
     with pytest.raises(ValueError, match="names a model twice"):
         _config(tmp_path, baselines=("resnet20", "resnet20"))
     with pytest.raises(ValueError, match="nothing to promote"):
@@ -87,6 +90,14 @@ def test_nasnet_options_are_off_for_resnet_baselines(tmp_path):
     amoeba = config.train_config("amoebanet_a", "amoebanet_a")
     assert (resnet.dropout, resnet.aux_weight) == (0.0, 0.0)
     assert (amoeba.dropout, amoeba.aux_weight) == (0.5, 0.4)
+
+
+def test_resnet9_baselines_at_several_widths_are_planned_side_by_side(tmp_path):
+    config = _config(tmp_path, baselines=("resnet9", "resnet9@0.25", "resnet20"),
+                     recipe={"train_steps": 6, "image_size": 16, "width_multiplier": 0.5})
+    plan = {m.name: model_config(config, m) for m in open_plan(config)}
+    assert {name: (c.model, c.width_multiplier) for name, c in plan.items()} == {
+        "resnet9": ("resnet9", 0.5), "resnet9@0.25": ("resnet9", 0.25), "resnet20": ("resnet20", 1.0)}
 
 
 def test_match_filters_at_imagenet_size_starts_at_the_stems_minimum():

@@ -21,7 +21,7 @@ from core.train_config import TrainConfig
 from searchspace.references import REFERENCES
 from trainer.flops import count_multiply_adds
 from trainer.nasnet import MIN_FILTERS, STEMS, NasNetConfig, build_nasnet
-from trainer.resnet import CIFAR_BLOCKS, STAGE_BLOCKS, build_cifar_resnet, build_resnet
+from trainer.resnet import CIFAR_BLOCKS, STAGE_BLOCKS, build_cifar_resnet, build_resnet, build_resnet9
 
 IMAGENET_STEM_MIN_SIZE = 128  # stem="auto" picks the ImageNet stem from this image size up
 
@@ -31,12 +31,14 @@ class ModelFamily:
     """One entry of the model table: what it is, how to build it from a ModelSpec, whether the
     NASNet options (cells, filters, stem, dropout, drop path, aux head) apply, and the search space
     whose genotypes it builds (`space`, a searchspace name: ModelSpec.genotype is one of them; a
-    search of that space trains its candidates as this family's networks)."""
+    search of that space trains its candidates as this family's networks), and whether
+    `width_multiplier` scales its widths (`widths`)."""
 
     description: str
     build: Callable[["ModelSpec"], keras.Model]
     nasnet: bool
     space: str = ""
+    widths: bool = False  # whether ModelSpec.width_multiplier scales it
 
 
 def _resnet(depth: int) -> ModelFamily:
@@ -60,6 +62,9 @@ def _reference(name: str) -> ModelFamily:
 MODEL_FAMILIES: dict[str, ModelFamily] = {
     **{f"resnet{d}": _resnet(d) for d in sorted(STAGE_BLOCKS)},
     **{f"resnet{d}": _cifar_resnet(d) for d in sorted(CIFAR_BLOCKS)},
+    "resnet9": ModelFamily("ResNet-9, Page's DAWNBench CIFAR-10 net (width 1: 6.57M parameters)", nasnet=False,
+                           widths=True, build=lambda spec: build_resnet9(spec.input_shape, spec.num_classes,
+                                                                         spec.width_multiplier)),
     **{name: _reference(name) for name in sorted(REFERENCES)},
     "genotype": ModelFamily("NASNet network of a given genotype (a search's best_genotype.json)", nasnet=True,
                             build=lambda spec: build_nasnet(spec.genotype, spec.input_shape, spec.num_classes,
@@ -105,6 +110,7 @@ class ModelSpec:
     aux_head: bool = False  # an auxiliary classifier after the second stack (a second output, training only)
     fused_batch_norm: bool = False  # NASNet: one fused op per batch norm (float32 only; the search proxy's)
     genotype: Any = None  # exactly for a family that builds a space's genotypes: "genotype" (NASNet cells)
+    width_multiplier: float = 1.0  # every width times this, for a family with `widths` (resnet9)
 
     def __post_init__(self) -> None:
         if self.name not in MODEL_FAMILIES:
@@ -117,6 +123,10 @@ class ModelSpec:
         if bool(self.family.space) != (self.genotype is not None):
             builds = sorted(name for name, family in MODEL_FAMILIES.items() if family.space)
             raise ValueError(f"a genotype is given exactly when the model builds one ({builds}), not for {self.name!r}")
+        if not self.width_multiplier > 0 or (self.width_multiplier != 1.0 and not self.family.widths):
+            scaled = sorted(name for name, family in MODEL_FAMILIES.items() if family.widths)
+            raise ValueError(f"width_multiplier: a positive scale of {scaled}' widths, got {self.width_multiplier} "
+                             f"for {self.name!r}")
         if not self.family.nasnet and (self.aux_head or self.dropout or self.drop_path_keep_prob < 1.0):
             raise ValueError(f"{self.name}: aux_head, dropout and drop path are NASNet options")
 
@@ -148,7 +158,7 @@ def model_spec(config: TrainConfig, num_classes: int) -> ModelSpec:
         name=config.model, num_classes=num_classes, image_size=config.image_size,
         num_cells=config.num_cells, filters=config.filters, dropout=config.dropout,
         drop_path_keep_prob=config.drop_path_keep_prob, aux_head=config.aux_weight > 0,
-        genotype=config.genotype,
+        genotype=config.genotype, width_multiplier=config.width_multiplier,
     )
 
 

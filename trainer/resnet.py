@@ -15,6 +15,12 @@ paper's option A, identities throughout: where a block halves the map and double
 the shortcut takes every other pixel and pads the new channels with zeros (no parameters), so the
 sizes are the paper's (ResNet-20 0.27M parameters, ResNet-56 0.85M, ResNet-110 1.7M).
 
+ResNet-9 (David Page, "How to train your ResNet", the DAWNBench CIFAR-10 winner of 2018): a 3x3
+prep conv of 64; conv 128 + 2x2 max pool + a residual of two 128 convs; conv 256 + max pool; conv
+512 + max pool + a residual of two 512 convs; global max pool; a bias-free linear layer scaled by
+0.125. Batch norm and ReLU after every convolution; identity residuals (x + f(x)), no ReLU after
+the sum. 6,573,120 parameters at width 1 for 10 classes; `width_multiplier` scales every width.
+
 This module must not train, read data or add weight decay: it only builds the network.
 """
 
@@ -129,3 +135,28 @@ def build_cifar_resnet(depth: int, input_shape: tuple[int, ...], num_classes: in
     x = layers.GlobalAveragePooling2D(name="final_pool")(x)
     logits = layers.Dense(num_classes, dtype="float32", name="logits")(x)
     return keras.Model(inputs, logits, name=f"resnet{depth}")
+
+
+RESNET9_WIDTHS = (64, 128, 256, 512)  # prep, layer1, layer2, layer3
+
+
+def build_resnet9(input_shape: tuple[int, ...], num_classes: int, width_multiplier: float = 1.0) -> keras.Model:
+    """Page's ResNet-9 producing logits (float32); every width times `width_multiplier` (at least 1)."""
+    if width_multiplier <= 0:
+        raise ValueError(f"width_multiplier: must be positive, got {width_multiplier}")
+    prep, *widths = (max(1, round(w * width_multiplier)) for w in RESNET9_WIDTHS)
+
+    def conv_bn(x, filters: int, name: str):
+        return layers.ReLU(name=f"{name}_relu")(_bn(_conv(x, filters, 3, 1, name), name))
+
+    inputs = keras.Input(shape=tuple(input_shape), name="image")
+    x = conv_bn(inputs, prep, "prep")
+    for i, (width, residual) in enumerate(zip(widths, (True, False, True))):
+        x = layers.MaxPooling2D(2, name=f"layer{i + 1}_pool")(conv_bn(x, width, f"layer{i + 1}"))
+        if residual:
+            y = conv_bn(conv_bn(x, width, f"layer{i + 1}_res1"), width, f"layer{i + 1}_res2")
+            x = layers.Add(name=f"layer{i + 1}_add")([x, y])
+    x = layers.GlobalMaxPooling2D(name="final_pool")(x)
+    x = layers.Dense(num_classes, use_bias=False, dtype="float32", name="linear")(x)
+    logits = layers.Rescaling(0.125, dtype="float32", name="logits")(x)
+    return keras.Model(inputs, logits, name="resnet9")

@@ -13,7 +13,7 @@ from typing import Any
 
 from core.augmentations import AUGMENTATIONS
 from core.proxy_config import PRECISIONS
-from searchspace import NasNetGenotype
+from searchspace import NasNetGenotype, nasnet_genotype_from_json
 
 EVAL_HISTORY = "eval_history.jsonl"  # a model_dir's evaluations, one JSON line each (trainer/train.py)
 PROGRESS = "progress.json"  # a model_dir's latest training step, for watchers
@@ -26,7 +26,7 @@ class TrainConfig:
     model: str  # a name of trainer/models.py's MODEL_FAMILIES, "genotype" with `genotype` given
     data: str  # a prepared TFRecord dir (local or gs://)
     model_dir: str
-    genotype: NasNetGenotype | None = None  # for model="genotype"
+    genotype: NasNetGenotype | None = None  # for model="genotype" (a MacroGenotype for "nasnet_macro")
     train_batch_size: int = 128
     eval_batch_size: int = 128
     train_steps: int = 0
@@ -76,8 +76,8 @@ class TrainConfig:
         for name in ("train_batch_size", "eval_batch_size", "iterations_per_loop", "image_size"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name}: must be positive, got {getattr(self, name)}")
-        if self.model == "genotype" and self.genotype is None:
-            raise ValueError("model 'genotype' needs a genotype")
+        if self.model in ("genotype", "nasnet_macro") and self.genotype is None:
+            raise ValueError(f"model {self.model!r} needs a genotype")
 
     @property
     def center_crop(self) -> bool:
@@ -102,6 +102,6 @@ def config_from_saved(saved: dict[str, Any], **changes: Any) -> TrainConfig:
         saved["num_cells"] = saved["num_cells"] // 3
     fields = {f.name for f in dataclasses.fields(TrainConfig)}
     values = {k: v for k, v in saved.items() if k in fields}
-    values["genotype"] = NasNetGenotype.from_json(saved["genotype"]) if saved.get("genotype") else None
+    values["genotype"] = nasnet_genotype_from_json(saved["genotype"]) if saved.get("genotype") else None
     values["lr_decay_epochs"] = tuple(values["lr_decay_epochs"])
     return TrainConfig(**{**values, **changes})

@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from evolution import SearchAlgorithm, resume
+from searchspace import MacroGenotype, nasnet_genotype_from_json
 from experiments import ranking
 from experiments.layout import JOURNAL, PLAN, RESULT
 from experiments.promote_config import PromoteConfig, baseline_model
@@ -91,7 +92,8 @@ def top_genotypes(search_dir: str, k: int) -> list[PlannedModel]:
     if not chosen and k:
         raise ValueError(f"--search_dir {search_dir}: no successful trial to promote")
     prefix = os.path.basename(os.path.normpath(search_dir))
-    return [PlannedModel(name=f"{prefix}-trial{tid}", kind="searched", model="genotype",
+    return [PlannedModel(name=f"{prefix}-trial{tid}", kind="searched",
+                         model="nasnet_macro" if isinstance(algorithm.trials[tid].genotype, MacroGenotype) else "genotype",
                          genotype=algorithm.trials[tid].genotype.to_json(), search_trial_id=tid,
                          search_val_accuracy=float(ranking.result_of(algorithm, tid)[algorithm.objective]),
                          search_dir=os.path.abspath(search_dir))
@@ -105,7 +107,6 @@ def plan_models(config: PromoteConfig) -> list[PlannedModel]:
     if len(set(names)) < len(names):
         raise ValueError(f"two --search_dir have the same folder name: {names}")
     if config.match_params and planned:
-        from searchspace import NasNetGenotype
         from trainer.models import count_params, match_filters, model_spec
         from trainer.records import read_metadata
 
@@ -122,7 +123,7 @@ def plan_models(config: PromoteConfig) -> list[PlannedModel]:
         sized = []
         for m in planned:
             try:
-                filters, params = match_filters(spec("genotype", NasNetGenotype.from_json(m.genotype)), target,
+                filters, params = match_filters(spec(m.model, nasnet_genotype_from_json(m.genotype)), target,
                                                 MATCH_TOLERANCE)
             except ValueError as err:
                 raise ValueError(f"--match_params={config.match_params} ({target:,} parameters), {m.name}: {err}") \
@@ -152,10 +153,10 @@ def default_match_params(output_dir: str, baselines: tuple[str, ...], searched: 
 
 
 def model_config(config: PromoteConfig, m: PlannedModel) -> TrainConfig:
-    from searchspace import NasNetGenotype
-
-    genotype = NasNetGenotype.from_json(m.genotype) if m.genotype else None
+    genotype = nasnet_genotype_from_json(m.genotype) if m.genotype else None
     changes = {"filters": m.filters} if m.filters else {}
+    if m.filters and isinstance(genotype, MacroGenotype):  # a macro genotype's F is its own: sized, it is another genotype
+        genotype, changes = genotype.resized(filters=m.filters), {}
     if m.width_multiplier:
         changes["width_multiplier"] = m.width_multiplier
     return config.train_config(m.name, m.model, genotype, **changes)

@@ -72,7 +72,14 @@ class SearchConfig:
     max_concurrent: int = _runs(0, "Trials trained at the same time (0: as many as the cluster's CPUs, GPUs and "
                                    "TPUs allow for the per-trial amounts).")
     seed: int = _algo(0, "Seed of the search and of candidate training.")
-    num_blocks: int = _algo(5, "B: blocks per cell.", api=False)
+    num_blocks: int = _algo(5, "B: blocks per cell (with --space=nasnet_macro: the most).", api=False)
+    proxy_space: str = _algo("nasnet", "What the proxy trainer searches: nasnet, the paper's cells in a network of "
+                                       "--num_cells and --filters; nasnet_macro, the cells and the network around them "
+                                       "(cells per stack, F, blocks, reduction, input projection; "
+                                       "searchspace/nasnet_macro.py).", flag="space", choices=("nasnet", "nasnet_macro"),
+                             api=False)
+    ops: tuple[str, ...] = _algo((), "The ops a cell may use, from searchspace/ops.py's table (default: the paper's "
+                                     "8), e.g. none,max_pool_3x3,conv_1x1,plain_conv_3x3,sep_conv_3x3.", api=False)
     cpus_per_trial: float = _runs(0.0, "CPUs per trial (0: the cluster's CPUs shared out among the concurrent "
                                        "trials).")
     gpus_per_trial: float = _runs(0.0, "GPUs per trial; a fraction shares a GPU (0.5: two trials per GPU, each "
@@ -201,7 +208,12 @@ class SearchConfig:
     def search_space(self) -> SearchSpace:
         """The space candidates come from: NASNet cells, the one family the proxy trainer builds, unless
         a function of one's own trains them (`space`)."""
-        return space_from_config(self.space or {"name": "nasnet", "num_blocks": self.num_blocks})
+        if self.space:
+            return space_from_config(self.space)
+        ops = {"ops": list(self.ops)} if self.ops else {}
+        if self.proxy_space == "nasnet_macro":
+            return space_from_config({"name": "nasnet_macro", "max_blocks": self.num_blocks, **ops})
+        return space_from_config({"name": "nasnet", "num_blocks": self.num_blocks, **ops})
 
     def new_algorithm(self, journal_path: str | None = None, journal_lock: JournalLock | None = None
                       ) -> SearchAlgorithm:

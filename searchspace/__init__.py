@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from searchspace.choice import ChoiceGenotype, ChoiceSpace
 from searchspace.nasbench201 import NasBench201Genotype, NasBench201Space
 from searchspace.nasnet import Block, Cell, NasNetGenotype, NasNetSpace, make_cell
+from searchspace.nasnet_macro import Macro, MacroGenotype, NasNetMacroSpace
 
 
 class Genotype(Protocol):
@@ -81,7 +82,16 @@ class SearchSpace(Protocol):
     def to_config(self) -> dict[str, Any]: ...
 
 
-SPACES: dict[str, type] = {"nasnet": NasNetSpace, "nasbench201": NasBench201Space, "choice": ChoiceSpace}
+SPACES: dict[str, type] = {"nasnet": NasNetSpace, "nasnet_macro": NasNetMacroSpace, "nasbench201": NasBench201Space,
+                           "choice": ChoiceSpace}
+
+
+def nasnet_genotype_from_json(data: Any) -> NasNetGenotype:
+    """The genotype of a NASNet-style JSON document (a search's best_genotype.json, a promote plan's
+    entry): a MacroGenotype when it has a "macro" part, else a NasNetGenotype."""
+    if isinstance(data, dict) and "macro" in data:
+        return MacroGenotype.from_json(data)
+    return NasNetGenotype.from_json(data)
 
 
 def register_space(space_class: type, name: str | None = None) -> None:
@@ -168,13 +178,17 @@ __all__ = [
     "ChoiceGenotype",
     "ChoiceSpace",
     "Genotype",
+    "Macro",
+    "MacroGenotype",
     "NasBench201Genotype",
     "NasBench201Space",
     "NasNetGenotype",
+    "NasNetMacroSpace",
     "NasNetSpace",
     "SPACES",
     "SearchSpace",
     "make_cell",
+    "nasnet_genotype_from_json",
     "register_space",
     "space_from_config",
 ]

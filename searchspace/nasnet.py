@@ -140,7 +140,13 @@ class NasNetGenotype:
 
     @classmethod
     def from_json(cls, data: Any) -> "NasNetGenotype":
-        """Parse `to_json()` output; a malformed document raises ValueError naming the field."""
+        """Parse `to_json()` output; a malformed document raises ValueError naming the field
+        (searchspace.nasnet_genotype_from_json also reads a MacroGenotype's)."""
+        return cls(*cls.cells_from_json(data))
+
+    @staticmethod
+    def cells_from_json(data: Any) -> list["Cell"]:
+        """The normal and reduction cells of a genotype's JSON."""
         if not isinstance(data, dict):
             raise ValueError(f"a NASNet genotype is a JSON object, got {type(data).__name__}")
         cells = []
@@ -159,7 +165,7 @@ class NasNetGenotype:
                         raise ValueError(f"{name} cell, block {i}, {field_name}: needs a list of two")
                 blocks.append(Block(tuple(b["inputs"]), tuple(b["ops"])))
             cells.append(Cell(tuple(blocks), tuple(cell["concat"])))
-        return cls(*cells)
+        return cells
 
 
 class NasNetMutation(Protocol):
@@ -231,21 +237,20 @@ class NasNetSpace:
     def genotype_from_json(self, data: Any) -> NasNetGenotype:
         """The genotype of `data`; a ValueError when its cells' block count is not this space's. Any known op
         is allowed (a seed such as AmoebaNet-D's may use ops mutation does not draw)."""
+        if isinstance(data, dict) and "macro" in data:
+            raise ValueError("macro: a genotype of space nasnet has no macro part (that is space nasnet_macro's)")
         genotype = NasNetGenotype.from_json(data)
         for kind, cell in (("normal", genotype.normal), ("reduction", genotype.reduction)):
             if len(cell.blocks) != self.num_blocks:
                 raise ValueError(f"{kind} cell: {len(cell.blocks)} blocks, this space's cells have {self.num_blocks}")
         return genotype
 
+    def sample_block(self, i: int, rng: random.Random) -> Block:
+        """Block i of a sampled cell: two hidden states of h0 .. h(i+1), two ops, uniformly."""
+        return Block((rng.randrange(i + 2), rng.randrange(i + 2)), (rng.choice(self.ops), rng.choice(self.ops)))
+
     def _sample_cell(self, rng: random.Random) -> Cell:
-        blocks = [
-            Block(
-                (rng.randrange(i + 2), rng.randrange(i + 2)),
-                (rng.choice(self.ops), rng.choice(self.ops)),
-            )
-            for i in range(self.num_blocks)
-        ]
-        return make_cell(blocks)
+        return make_cell([self.sample_block(i, rng) for i in range(self.num_blocks)])
 
     def sample(self, rng: random.Random) -> NasNetGenotype:
         return NasNetGenotype(self._sample_cell(rng), self._sample_cell(rng))
@@ -259,7 +264,10 @@ class NasNetSpace:
         """
         if rng.random() < self.identity_prob:
             return parent, "identity"
-        cell_name = rng.choice(CELL_NAMES)
+        return self.mutate_cell(parent, rng.choice(CELL_NAMES), rng)
+
+    def mutate_cell(self, parent: NasNetGenotype, cell_name: str, rng: random.Random) -> tuple[NasNetGenotype, str]:
+        """One element of cell `cell_name` changed: a block and an element uniformly, then a mutation."""
         cell = parent.cell(cell_name)
         b = rng.randrange(len(cell.blocks))
         e = rng.randrange(2)

@@ -47,6 +47,7 @@ NASNET_OP_SPECS: dict[str, OpSpec] = {
     "conv_1x1": OpSpec("conv", 1),
     "conv_3x3": OpSpec("bottleneck_conv", 3),
     "max_pool_2x2": OpSpec("max_pool", 2),
+    "plain_conv_3x3": OpSpec("conv", 3),  # ReLU-3x3 conv-BN at full width (conv_3x3 is tpu's bottleneck)
 }
 
 # The eight operations searched over in Real et al. 2019 (AmoebaNet), in the paper's order: the
@@ -62,7 +63,8 @@ NASNET_SEARCH_OPS: tuple[str, ...] = (
     "conv_1x7_7x1",
 )
 
-# Operations that only the published reference cells use (AmoebaNet-D, NASNet-A).
+# Operations that only the published reference cells use (AmoebaNet-D, NASNet-A); `--ops` may
+# search them, and plain_conv_3x3, too.
 REFERENCE_ONLY_OPS: tuple[str, ...] = ("conv_1x1", "conv_3x3", "max_pool_2x2")
 
 # Every op a NASNet-style genotype may name, in the table's order.

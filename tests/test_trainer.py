@@ -175,7 +175,7 @@ def test_a_candidate_is_built_by_the_model_family_of_its_space(monkeypatch):
     from trainer import models
 
     assert models.family_for_space("nasnet") == "genotype"
-    with pytest.raises(ValueError, match=r"space 'choice': no entry of MODEL_FAMILIES .*\['nasnet'\]"):
+    with pytest.raises(ValueError, match=r"space 'choice': no entry of MODEL_FAMILIES .*\['nasnet', 'nasnet_macro'\]"):
         candidate_size(ChoiceGenotype({"width": 7}), ProxyConfig(), space="choice")
     nasnet = build_nasnet(TINY, (8, 8, 1), 10, NasNetConfig(3, 8, "cifar"))
     assert candidate_size(TINY, ProxyConfig())["params"] == sum(int(np.prod(w.shape)) for w in nasnet.trainable_weights)

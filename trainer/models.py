@@ -20,7 +20,9 @@ import keras
 from core.train_config import TrainConfig
 from searchspace.references import REFERENCES
 from trainer.flops import count_multiply_adds
+from searchspace.nasnet_macro import MacroGenotype
 from trainer.nasnet import MIN_FILTERS, STEMS, NasNetConfig, build_nasnet
+from trainer.nasnet_macro import build_nasnet_macro
 from trainer.resnet import CIFAR_BLOCKS, STAGE_BLOCKS, build_cifar_resnet, build_resnet, build_resnet9
 
 IMAGENET_STEM_MIN_SIZE = 128  # stem="auto" picks the ImageNet stem from this image size up
@@ -70,6 +72,12 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
                             build=lambda spec: build_nasnet(spec.genotype, spec.input_shape, spec.num_classes,
                                                             spec.nasnet_config()),
                             space="nasnet"),
+    "nasnet_macro": ModelFamily("Network of a macro genotype (space nasnet_macro) at its own cells per stack and F",
+                                nasnet=True, space="nasnet_macro",
+                                build=lambda spec: build_nasnet_macro(spec.genotype, spec.input_shape,
+                                                                      spec.num_classes, spec.dropout,
+                                                                      spec.drop_path_keep_prob,
+                                                                      spec.fused_batch_norm)),
 }
 MODEL_NAMES = tuple(MODEL_FAMILIES)
 
@@ -96,7 +104,8 @@ class ModelSpec:
                          genotype=best_cell)
         model = build_model(spec)  # a plain keras.Model: compile and fit it as any other
 
-    The NASNet fields are ignored by the ResNets."""
+    The NASNet fields are ignored by the ResNets; a macro genotype ("nasnet_macro") carries its
+    own cells per stack and F, so `num_cells` and `filters` do not apply to it."""
 
     name: str  # a MODEL_FAMILIES name: "genotype" (build `genotype`), amoebanet_a/d, nasnet_a, resnet20..., resnet50...
     num_classes: int
@@ -109,7 +118,7 @@ class ModelSpec:
     drop_path_keep_prob: float = 1.0  # ScheduledDropPath's keep probability at the end of training (1: off)
     aux_head: bool = False  # an auxiliary classifier after the second stack (a second output, training only)
     fused_batch_norm: bool = False  # NASNet: one fused op per batch norm (float32 only; the search proxy's)
-    genotype: Any = None  # exactly for a family that builds a space's genotypes: "genotype" (NASNet cells)
+    genotype: Any = None  # exactly for a family that builds a space's genotypes: "genotype", "nasnet_macro"
     width_multiplier: float = 1.0  # every width times this, for a family with `widths` (resnet9)
 
     def __post_init__(self) -> None:
@@ -123,6 +132,8 @@ class ModelSpec:
         if bool(self.family.space) != (self.genotype is not None):
             builds = sorted(name for name, family in MODEL_FAMILIES.items() if family.space)
             raise ValueError(f"a genotype is given exactly when the model builds one ({builds}), not for {self.name!r}")
+        if self.name == "genotype" and isinstance(self.genotype, MacroGenotype):
+            raise ValueError("a macro genotype (space nasnet_macro) is built by model 'nasnet_macro'")
         if not self.width_multiplier > 0 or (self.width_multiplier != 1.0 and not self.family.widths):
             scaled = sorted(name for name, family in MODEL_FAMILIES.items() if family.widths)
             raise ValueError(f"width_multiplier: a positive scale of {scaled}' widths, got {self.width_multiplier} "
@@ -143,6 +154,12 @@ class ModelSpec:
         if self.stem != "auto":
             return self.stem
         return "imagenet" if self.image_size >= IMAGENET_STEM_MIN_SIZE else "cifar"
+
+    def with_filters(self, filters: int) -> "ModelSpec":
+        """The same network at F = `filters` (a macro genotype's own F is part of it)."""
+        if isinstance(self.genotype, MacroGenotype):
+            return dataclasses.replace(self, genotype=self.genotype.resized(filters=filters))
+        return dataclasses.replace(self, filters=filters)
 
     def nasnet_config(self) -> NasNetConfig:
         return NasNetConfig(
@@ -193,7 +210,7 @@ def match_filters(spec: ModelSpec, target_params: int, tolerance: float = 0.1) -
     the smallest network)."""
     if not spec.family.nasnet:
         raise ValueError(f"{spec.name}: only NASNet networks have filters to match")
-    best, params = closest_filters(lambda f: count_params(dataclasses.replace(spec, filters=f)), target_params,
+    best, params = closest_filters(lambda f: count_params(spec.with_filters(f)), target_params,
                                    MIN_FILTERS[spec.resolved_stem])
     if abs(params - target_params) > tolerance * target_params:
         raise ValueError(f"the closest size of this cell is F={best} with {params:,} parameters, more than "

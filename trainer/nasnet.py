@@ -177,6 +177,7 @@ class _Builder:
         self.genotype = genotype
         self.config = config
         self.progress = new_progress_variable() if config.drop_path_keep_prob < 1.0 else None
+        self.project_inputs = True
 
     # ---- layer helpers -------------------------------------------------------------------
     @staticmethod
@@ -228,7 +229,8 @@ class _Builder:
             h1 = self.factorized_reduction(self.relu(h1, f"{name}_h1"), filters, 2, f"{name}_h1")
         elif h1.shape[-1] != filters and prev_prev is not None:
             h1 = self.relu_conv_bn(h1, filters, 1, 1, f"{name}_h1")
-        h0 = self.relu_conv_bn(prev, filters, 1, 1, f"{name}_h0")
+        project = self.project_inputs or prev.shape[-1] != filters  # a macro genotype's projection "none"
+        h0 = self.relu_conv_bn(prev, filters, 1, 1, f"{name}_h0") if project else prev
         states = [h0, h1]
         for b, block in enumerate(cell.blocks):
             branches = [

@@ -16,7 +16,7 @@ import sys
 
 from absl import app, flags
 
-from searchspace import NasNetGenotype
+from searchspace import NasNetGenotype, nasnet_genotype_from_json
 from searchspace.references import REFERENCES
 
 FLAGS = flags.FlagValues()
@@ -44,7 +44,7 @@ def load_genotype(text: str) -> NasNetGenotype:
     if isinstance(data, dict) and "genotype" in data:
         data = data["genotype"]
     try:
-        return NasNetGenotype.from_json(data)
+        return nasnet_genotype_from_json(data)
     except ValueError as err:
         raise ValueError(f"{source}: {err}") from None
 

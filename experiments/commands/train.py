@@ -15,6 +15,7 @@ from absl import app, flags
 
 from experiments.recipe_flags import define_recipe_flags, recipe_from_flags
 from core.train_config import TrainConfig
+from searchspace import MacroGenotype
 
 FLAGS = flags.FlagValues()
 USES_TENSORFLOW = True  # the CLI imports it first, quietly
@@ -40,6 +41,10 @@ def config_from_flags():
         except ValueError as err:
             raise app.UsageError(f"--model: not one of {', '.join(MODEL_NAMES)}, and {err}") from None
         model = "genotype"
+        if isinstance(genotype, MacroGenotype):  # a macro genotype: its own cells per stack and F unless the flags say
+            model = "nasnet_macro"
+            genotype = genotype.resized(filters=FLAGS.filters if FLAGS["filters"].present else None,
+                                        cells=FLAGS.num_cells if FLAGS["num_cells"].present else None)
     try:
         return TrainConfig(model=model, genotype=genotype, data=FLAGS.data, model_dir=FLAGS.model_dir, **recipe)
     except ValueError as err:

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from evolution import resume
-from searchspace import NasNetGenotype, NasNetSpace
+from searchspace import MacroGenotype, NasNetGenotype, NasNetSpace
 from tests.conftest import AMOEBA, QUIET_TF, amoeba_here, wait_for_text
 
 TINY_SEARCH = ["--max_concurrent=1", "--population_size=3", "--sample_size=2", "--epochs=1",
@@ -169,7 +169,8 @@ def test_a_second_driver_is_refused_and_a_search_sigkilled_mid_rung_resumes(tmp_
     journal = os.path.join(out, "journal.jsonl")
     rungs = ["--rungs=1,2", "--reduction_factor=2", "--batch_size=32"]  # 44 steps an epoch: time to kill
     # seed 3: trial 1 goes on to rung 2 (trial 0 is stopped at rung 1), so the kill comes early
-    search = ["search", f"--output_dir={out}", "--max_trials=4", "--seed=3", *TINY_SEARCH, *rungs]
+    macro = ["--space=nasnet_macro", "--ops=none,max_pool_3x3,conv_1x1,plain_conv_3x3"]  # the network searched too
+    search = ["search", f"--output_dir={out}", "--max_trials=4", "--seed=3", *TINY_SEARCH, *rungs, *macro]
     proc = subprocess.Popen(AMOEBA + search, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True, env=QUIET_TF)
     deadline = time.time() + 300
@@ -204,6 +205,8 @@ def test_a_second_driver_is_refused_and_a_search_sigkilled_mid_rung_resumes(tmp_
     assert not os.listdir(os.path.join(out, "checkpoints"))  # a finished trial leaves none behind
     table = pd.read_csv(os.path.join(out, "results.csv"))
     assert set(table.rung) <= {0, 1} and set(table.epochs) <= {1, 2} and (table.epochs == 2).any()
+    assert all(isinstance(t.genotype, MacroGenotype) for t in after.trials.values())  # resumed with the macro part
+    assert table.genotype.str.startswith("cells=").all() and (table.params > 0).all()
 
 
 @pytest.mark.integration

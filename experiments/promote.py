@@ -26,7 +26,7 @@ import pandas as pd
 from evolution import SearchAlgorithm, resume
 from searchspace import MacroGenotype, nasnet_genotype_from_json
 from experiments import ranking
-from experiments.layout import JOURNAL, PLAN, RESULT
+from experiments.layout import CONFIG, JOURNAL, PLAN, RESULT
 from experiments.promote_config import PromoteConfig, baseline_model
 from experiments.resources import trial_resources
 from core import storage
@@ -100,9 +100,27 @@ def top_genotypes(search_dir: str, k: int) -> list[PlannedModel]:
             for tid in chosen]
 
 
+def at_given_size(config: PromoteConfig, m: PlannedModel) -> PlannedModel:
+    """A macro genotype at --filters and --num_cells where the command line gives them; its own size
+    otherwise. Other models as they are (their size is the recipe's)."""
+    sizes = {"filters": "filters", "num_cells": "cells"}
+    given = {sizes[k]: config.recipe[k] for k in config.size_flags if k in sizes}
+    if m.model != "nasnet_macro" or not given:
+        return m
+    return dataclasses.replace(m, genotype=nasnet_genotype_from_json(m.genotype).resized(**given).to_json())
+
+
+def macro_searches(search_dirs: tuple[str, ...]) -> bool:
+    """Whether every search of `search_dirs` searched macro genotypes (they train at their own size)."""
+    def space(d: str) -> str:
+        path = os.path.join(d, CONFIG)
+        return storage.read_json(path).get("proxy_space", "nasnet") if os.path.exists(path) else "nasnet"
+    return bool(search_dirs) and all(space(d) == "nasnet_macro" for d in search_dirs)
+
+
 def plan_models(config: PromoteConfig) -> list[PlannedModel]:
     """The searched cells (sized to --match_params when given) and the baselines to train."""
-    planned = [m for d in config.search_dirs for m in top_genotypes(d, config.top_k)]
+    planned = [at_given_size(config, m) for d in config.search_dirs for m in top_genotypes(d, config.top_k)]
     names = [m.name for m in planned]
     if len(set(names)) < len(names):
         raise ValueError(f"two --search_dir have the same folder name: {names}")

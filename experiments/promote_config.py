@@ -62,6 +62,9 @@ class PromoteConfig:
                                                    "checkpoint.")
     ray_address: str | None = _as_search("ray_address", "Join a running Ray cluster: auto or HOST:PORT (default: a "
                                                         "private one on 127.0.0.1).")
+    size_flags: tuple[str, ...] = field(default=(), metadata={"flag": False, "on_resume": FREE})  # recipe sizes
+    # given on the command line (filters, num_cells): they resize macro genotypes, which otherwise train at
+    # their own size (the plan records the genotype each model trains, so a rerun keeps it)
 
     def __post_init__(self) -> None:
         if not self.search_dirs and not self.baselines:

@@ -278,3 +278,23 @@ def test_cells_are_sized_to_the_first_baseline_unless_told_otherwise_or_planned_
     assert default_match_params(out, ("resnet20",), False, False) == (None, None)  # baselines only
     write_json(os.path.join(out, "promote_plan.json"), {"settings": {"match_params": None}, "models": []})
     assert default_match_params(out, ("resnet20",), True, False) == (None, None)  # an older plan resumes as made
+
+
+def test_a_macro_genotype_trains_at_its_own_size_unless_the_command_line_sizes_it(tmp_path):
+    from experiments.promote import PlannedModel, at_given_size, macro_searches
+    from searchspace import NasNetMacroSpace
+
+    import random
+
+    genotype = NasNetMacroSpace().sample(random.Random(1))
+    m = PlannedModel(name="s-trial0", kind="searched", model="nasnet_macro", genotype=genotype.to_json())
+    recipe = {"num_cells": 1, "train_steps": 6, "image_size": 16, "filters": 20}
+    own = model_config(_config(tmp_path, recipe=recipe), at_given_size(_config(tmp_path, recipe=recipe), m))
+    assert own.genotype == genotype and own.model == "nasnet_macro"
+    given = _config(tmp_path, recipe=recipe, size_flags=("filters", "num_cells"))
+    sized = model_config(given, at_given_size(given, m)).genotype
+    assert (sized.macro.filters, sized.macro.cells_per_stack) == (20, (1, 1, 1)) and sized.normal == genotype.normal
+    for name, space in (("macro", "nasnet_macro"), ("cells", "nasnet")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "search_config.json").write_text(json.dumps({"proxy_space": space}))
+    assert macro_searches((str(tmp_path / "macro"),)) and not macro_searches((str(tmp_path / "cells"),))

@@ -20,7 +20,7 @@ import os
 
 from absl import app, flags
 
-from experiments.promote import PromoteConfig, comparison_text, default_match_params, run_promote
+from experiments.promote import PromoteConfig, comparison_text, default_match_params, macro_searches, run_promote
 from experiments.recipe_flags import define_recipe_flags, recipe_from_flags
 from experiments.resources import ClusterTooSmall
 from experiments.settings import build, define_flags, flag_settings
@@ -41,12 +41,15 @@ def main(args: list[str]) -> None:
     fields["data"] = fields["data"] if fields["data"].startswith("gs://") else os.path.abspath(fields["data"])
     fields["search_dirs"] = tuple(os.path.abspath(d) for d in fields["search_dirs"])
     if not fields["match_params"]:
-        fields["match_params"], note = default_match_params(FLAGS.output_dir, fields["baselines"],
-                                                            bool(fields["search_dirs"]), FLAGS["filters"].present)
+        nasnet = bool(fields["search_dirs"]) and not macro_searches(fields["search_dirs"])  # macro: own size
+        fields["match_params"], note = default_match_params(FLAGS.output_dir, fields["baselines"], nasnet,
+                                                            FLAGS["filters"].present)
         if note:
             print(note, flush=True)
     try:
-        config = build(PromoteConfig, {**fields, "recipe": recipe_from_flags(FLAGS, "promote")})
+        size_flags = tuple(name for name in ("filters", "num_cells") if FLAGS[name].present)
+        config = build(PromoteConfig, {**fields, "recipe": recipe_from_flags(FLAGS, "promote"),
+                                       "size_flags": size_flags})
         table = run_promote(config)
     except (ValueError, FileNotFoundError, ClusterTooSmall) as err:
         raise app.UsageError(str(err)) from None

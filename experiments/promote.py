@@ -29,15 +29,15 @@ from experiments import ranking
 from experiments.layout import CONFIG, JOURNAL, PLAN, RESULT
 from experiments.promote_config import PromoteConfig, baseline_model
 from experiments.resources import trial_resources
+from experiments.targets import parse_column, to_targets
 from core import storage
 from core.train_config import PROGRESS, TrainConfig, config_from_saved
 
 RESULT_KEY = "promote_result"  # the trial's result.json, as JSON text in its Tune report
 COMPARISON_COLUMNS = [
     "name", "kind", "model", "status", "params", "multiply_adds", "top1", "top5", "epochs", "wall_seconds",
-    "images_per_sec", "time_to_top1_s", "time_to_top5_s", "cost_to_top1", "cost_to_top5", "filters",
-    "search_trial_id", "search_val_accuracy", "search_dir", "error",
-]
+    "images_per_sec", "filters", "search_trial_id", "search_val_accuracy", "search_dir", "error",
+]  # and after images_per_sec, time, training multiply-adds and cost to each target (experiments/targets.py)
 MATCH_TOLERANCE = 0.1  # the paper compares cells at equal size: within 10% of the target's parameters
 
 
@@ -302,14 +302,6 @@ def _one_line(error: BaseException) -> str:
     return (raised or [line for line in lines if line] or [type(error).__name__])[-1][:200]
 
 
-def first_at(history: list[dict[str, Any]], metric: str, target: float) -> float | None:
-    """DAWNBench's time to accuracy: the wall time of the first evaluation at or over `target`."""
-    for row in sorted(history, key=lambda r: r["step"]):
-        if row[metric] >= target:
-            return float(row["wall_seconds"])
-    return None
-
-
 def comparison_table(config: PromoteConfig, planned: list[PlannedModel], errors: dict[str, str]) -> pd.DataFrame:
     rows = []
     for m in planned:
@@ -321,15 +313,13 @@ def comparison_table(config: PromoteConfig, planned: list[PlannedModel], errors:
                "error": errors.get(m.name, "")}
         row.update({k: result.get(k) for k in ("params", "multiply_adds", "top1", "top5", "epochs", "wall_seconds",
                                                 "images_per_sec")})
-        for metric in ("top1", "top5"):
-            target = getattr(config, f"target_{metric}")
-            seconds = first_at(result.get("history", []), metric, target) if target and result else None
-            row[f"time_to_{metric}_s"] = seconds
-            row[f"cost_to_{metric}"] = seconds / 3600 * config.cost_per_hour if seconds and config.cost_per_hour \
-                else None
+        row.update(to_targets(result.get("history", []), config.targets(), result.get("multiply_adds"),
+                              config.recipe.get("train_batch_size", 128), config.cost_per_hour))
         rows.append(row)
-    table = pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
-    return table.astype(INTEGER_COLUMNS)
+    at = COMPARISON_COLUMNS.index("images_per_sec") + 1
+    columns = COMPARISON_COLUMNS[:at] + [c for c in (rows[0] if rows else {}) if parse_column(c)] + \
+        COMPARISON_COLUMNS[at:]
+    return pd.DataFrame(rows, columns=columns).astype(INTEGER_COLUMNS)
 
 
 INTEGER_COLUMNS = {"params": "Int64", "multiply_adds": "Int64", "filters": "Int64", "search_trial_id": "Int64"}
@@ -349,7 +339,7 @@ def read_comparison(output_dir: str) -> pd.DataFrame:
 def comparison_text(table: pd.DataFrame) -> str:
     """The comparison as a terminal table: the columns a reader compares, best top-1 first."""
     shown = ["name", "status", "params", "multiply_adds", "top1", "top5", "epochs", "wall_seconds", "images_per_sec",
-             "time_to_top1_s", "cost_to_top1"]
-    shown = [c for c in shown if table[c].notna().any() or c in ("name", "status")]
+             *[c for c in table if (parse_column(c) or ("",))[0] in ("time", "cost")]]
+    shown = [c for c in shown if c in table and (table[c].notna().any() or c in ("name", "status"))]
     ordered = table.sort_values("top1", ascending=False, na_position="last")[shown]
     return ordered.to_string(index=False, float_format=lambda v: f"{v:.4g}")

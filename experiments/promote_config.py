@@ -46,9 +46,10 @@ class PromoteConfig:
     match_params: str | None = _setting(None, "A model name or a parameter count: each cell's --filters is set so its "
                                               "parameters are within 10% of it (default with --baselines and no "
                                               "--filters: the first baseline).")
-    target_top1: float = _setting(0.0, "Time to this top-1 accuracy (DAWNBench: the first evaluation at or over it; "
-                                       "0: not measured).", free=True)
-    target_top5: float = _setting(0.0, "Time to this top-5 accuracy (0: not measured).", free=True)
+    target_top1: tuple[float, ...] = _setting((), "Top-1 accuracies to measure the time, training multiply-adds "
+                                                  "and cost to (DAWNBench: the first evaluation at or over each; "
+                                                  "e.g. 0.5,0.7).", free=True)
+    target_top5: tuple[float, ...] = _setting((), "Top-5 accuracies to measure them to.", free=True)
     cost_per_hour: float = _setting(0.0, "Price of one trial's resources per hour: the cost to the targets "
                                          "(DAWNBench's cost; 0: not shown).", free=True)
     cpus_per_trial: float = _as_search("cpus_per_trial", "CPUs per model (0: the cluster's CPUs shared out among "
@@ -82,9 +83,16 @@ class PromoteConfig:
                 raise ValueError(f"match_params: {self.match_params!r} is neither a model name nor a parameter "
                                  "count") from None
         for name in ("target_top1", "target_top5"):
-            if not 0 <= getattr(self, name) <= 1:
-                raise ValueError(f"{name}: an accuracy in [0, 1], got {getattr(self, name)}")
+            value = getattr(self, name)  # one number (as before there were several), or 0: none
+            targets = tuple(v for v in ((value,) if isinstance(value, (int, float)) else value) if v)
+            object.__setattr__(self, name, tuple(float(v) for v in targets))
+            if any(not 0 < v <= 1 for v in targets):
+                raise ValueError(f"{name}: accuracies in (0, 1], got {list(targets)}")
         self.train_config("check", "resnet20")  # the recipe's own checks, at once
+
+    def targets(self) -> dict[str, tuple[float, ...]]:
+        """The target accuracies by metric: {"top1": (0.5, 0.7), "top5": ()}."""
+        return {"top1": self.target_top1, "top5": self.target_top5}
 
     def train_config(self, name: str, model: str, genotype: Any = None, **changes: Any) -> TrainConfig:
         """The recipe for one model; the NASNet-only options (dropout, drop path, aux head) are off for

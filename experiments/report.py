@@ -21,11 +21,12 @@ import pandas as pd
 
 from evolution import resume
 from experiments import ranking
-from experiments.layout import CONFIG, JOURNAL, PLAN
+from experiments.layout import CONFIG, JOURNAL, PLAN, RESULT
 from experiments.promote import best_distinct_trials, comparison_text, read_comparison
 from experiments.report_figures import (  # noqa: F401 - pareto_front: its public name here too
-    cell_figure, hours_since_start, pareto_figure, pareto_front, progress_figure)
+    cell_figure, hours_since_start, pareto_figure, pareto_front, progress_figure, time_figure)
 from experiments.results import results_table
+from experiments.targets import parse_column
 
 TOP_GENOTYPES = 3  # cells drawn per search
 
@@ -54,6 +55,7 @@ class PromoteRun:
     table: pd.DataFrame  # experiments/promote.py's comparison
     settings: dict[str, Any]
     genotypes: dict[str, dict[str, Any]] = field(default_factory=dict)  # model name -> genotype JSON
+    histories: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # model name -> its evaluations
 
 
 def load_run(folder: str) -> SearchRun | PromoteRun:
@@ -76,7 +78,9 @@ def load_run(folder: str) -> SearchRun | PromoteRun:
     if os.path.exists(os.path.join(folder, PLAN)) and os.path.exists(os.path.join(folder, "comparison.csv")):
         plan = json.load(open(os.path.join(folder, PLAN)))
         genotypes = {m["name"]: m["genotype"] for m in plan["models"] if m.get("genotype")}
-        return PromoteRun(name, folder, read_comparison(folder), plan["settings"], genotypes)
+        results = {m["name"]: os.path.join(folder, "models", m["name"], RESULT) for m in plan["models"]}
+        histories = {n: json.load(open(path)).get("history", []) for n, path in results.items() if os.path.exists(path)}
+        return PromoteRun(name, folder, read_comparison(folder), plan["settings"], genotypes, histories)
     raise FileNotFoundError(f"{folder}: neither a search dir ({JOURNAL}) nor a promote dir ({PLAN} and "
                             "comparison.csv)")
 
@@ -120,12 +124,13 @@ def promote_verdict(table: pd.DataFrame) -> str | None:
                  f"{int(cell.params):,} parameters), {word} the best baseline, {base['name']} (top-1 "
                  f"{base.top1:.4f}, {int(base.params):,} parameters), after {cell.epochs:.1f} and {base.epochs:.1f} "
                  "epochs."]
-    for column, what, unit in (("time_to_top1_s", "time", "min"), ("time_to_top5_s", "time", "min"),
-                               ("cost_to_top1", "cost", "$"), ("cost_to_top5", "cost", "$")):
-        if column not in ok or ok[column].isna().all():
+    for column in ok:
+        parsed = parse_column(column)
+        if not parsed or parsed[0] == "macs" or ok[column].isna().all():
             continue
-        target = column.split("_to_")[1].removesuffix("_s")
-        sentences.append(_race(searched, baselines, column, f"{what} to the {target} target", unit))
+        measure, metric, target = parsed
+        what = f"{measure} to {metric} {target:g}" if target else f"{measure} to the {metric} target"
+        sentences.append(_race(searched, baselines, column, what, "min" if measure == "time" else "$"))
     return " ".join(sentences)
 
 
@@ -253,6 +258,12 @@ def _promote_sections(promotes: list[PromoteRun], body: list[str], text: list[st
             text.append(verdict)
     kinds = [(f"{r.name}: {kind}", r.table[r.table.kind == kind]) for r in promotes for kind in ("searched",
                                                                                              "baseline")]
+    for run in promotes:
+        targets = sorted({p[2] for p in map(parse_column, run.table) if p and p[1] == "top1" and p[2]})
+        timed = time_figure(run.histories, tuple(targets))
+        if timed:
+            body.append(_figure(f"promote-time-{run.name}", timed, f"{run.name}: each model's top-1 on the "
+                                "evaluation split against its training time; targets dotted."))
     pareto = pareto_figure(kinds, "top1", "top-1 accuracy (evaluation split)", annotate=True)
     if pareto:
         body.append(_figure("promote-pareto", pareto, "Promoted cells and baselines: top-1 on the evaluation "

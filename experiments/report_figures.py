@@ -1,5 +1,6 @@
 """The report's figures (experiments/report.py), drawn by matplotlib to inline SVG text: a search's
-progress, accuracy against size and cost with the Pareto front, and cells drawn by Graphviz. Reads
+progress, accuracy against size and cost with the Pareto front, promoted models' accuracy against
+wall time, and cells drawn by Graphviz. Reads
 the tables it is given only; must not train, search or talk to Ray.
 """
 
@@ -128,6 +129,27 @@ def pareto_figure(series: list[tuple[str, pd.DataFrame]], accuracy: str, ylabel:
 
         plt.close(fig)
         return None
+    return _svg(fig)
+
+
+def time_figure(histories: dict[str, list[dict[str, Any]]], targets: tuple[float, ...]) -> str | None:
+    """Each promoted model's top-1 at its evaluations against its training wall time (minutes, with
+    the evaluations, as DAWNBench counts it), one line each; the targets dashed. None without any."""
+    runs = {name: sorted(rows, key=lambda r: r["step"]) for name, rows in histories.items() if rows}
+    if not runs:
+        return None
+    fig, axes = _axes(1, width=8.0)
+    ax = axes[0][0]
+    for i, (name, rows) in enumerate(runs.items()):
+        ax.plot([r["wall_seconds"] / 60 for r in rows], [r["top1"] for r in rows], marker="o", markersize=3,
+                color=f"C{i % 10}", linestyle="-" if i < 10 else "--", label=name)
+    for target in targets:
+        ax.axhline(target, color="grey", linestyle=":", linewidth=1)
+    ax.set_xlabel("training wall time, evaluations included (minutes)")
+    ax.set_ylabel("top-1 accuracy (evaluation split)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
     return _svg(fig)
 
 

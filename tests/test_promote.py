@@ -9,14 +9,15 @@ import os
 import pandas as pd
 import pytest
 
-from experiments.promote import PromoteConfig, first_at, model_config, open_plan, top_genotypes
+from experiments.promote import PromoteConfig, model_config, open_plan, top_genotypes
+from experiments.targets import first_at, parse_column, to_targets
 from experiments.search import SearchConfig
 from tests.conftest import amoeba_here as amoeba  # in this process: a TensorFlow import less each
 
 RECIPE = ["--num_cells=1", "--image_size=16", "--train_steps=6", "--train_batch_size=16", "--eval_batch_size=16",
           "--steps_per_eval=3", "--iterations_per_loop=3", "--augmentation=cifar", "--cutout=4",
           "--learning_rate=0.05", "--optimizer=momentum", "--lr_schedule=cosine"]
-
+BATCH = 16  # RECIPE's train_batch_size
 
 def _with_params(folder: str, accuracies: list[tuple[float, int]]) -> str:
     config = SearchConfig(output_dir=folder, max_trials=len(accuracies), population_size=4, sample_size=2,
@@ -44,12 +45,21 @@ def test_top_genotypes_errors_name_the_dir(tmp_path):
         top_genotypes(str(tmp_path), 3)
 
 
-def test_first_at_is_the_first_evaluation_at_or_over_the_target():
+def test_first_at_is_the_first_evaluation_at_or_over_the_target(tmp_path):
     history = [{"step": 20, "top1": 0.6, "wall_seconds": 20.0}, {"step": 10, "top1": 0.5, "wall_seconds": 10.0},
                {"step": 30, "top1": 0.55, "wall_seconds": 30.0}]
     assert first_at(history, "top1", 0.5) == 10.0
     assert first_at(history, "top1", 0.6) == 20.0
     assert first_at(history, "top1", 0.7) is None
+    row = to_targets(history, {"top1": (0.5, 0.7)}, multiply_adds=1000, batch_size=8, cost_per_hour=3.6)
+    assert row == {"time_to_top1_0.5_s": 10.0, "macs_to_top1_0.5": 3 * 1000 * 10 * 8, "cost_to_top1_0.5": 0.01,
+                   "time_to_top1_0.7_s": None, "macs_to_top1_0.7": None, "cost_to_top1_0.7": None}
+    assert [parse_column(c) for c in row][:2] == [("time", "top1", 0.5), ("macs", "top1", 0.5)]
+    assert parse_column("time_to_top5_s") == ("time", "top5", None) and parse_column("top1") is None
+    config = _config(tmp_path, target_top1=0.5)  # one number, as before there were several
+    assert config.targets() == {"top1": (0.5,), "top5": ()}
+    with pytest.raises(ValueError, match="target_top1: accuracies in \\(0, 1\\], got \\[0.5, 1.5\\]"):
+        _config(tmp_path, target_top1=(0.5, 1.5))
 
 
 def _config(tmp_path, **changes) -> PromoteConfig:
@@ -169,10 +179,12 @@ def test_promote_end_to_end_on_fake_imagenet(tmp_path, shared_ray):
     assert (cells.filters > 0).all() and (cells.search_val_accuracy == [0.6]).all()
     assert table.top1.between(0, 1).all() and (table.top5 >= table.top1).all()
     assert (table.multiply_adds > 0).all() and (table.images_per_sec > 0).all()
-    assert (table.time_to_top1_s <= table.wall_seconds + 1e-6).all()
-    assert (table.cost_to_top1 - table.time_to_top1_s / 3600 * 2).abs().max() < 1e-9
+    seconds, macs, cost = table["time_to_top1_0.01_s"], table["macs_to_top1_0.01"], table["cost_to_top1_0.01"]
+    assert (seconds <= table.wall_seconds + 1e-6).all() and (cost - seconds / 3600 * 2).abs().max() < 1e-9
     history = [json.loads(line) for line in open(out / "models" / "resnet20" / "eval_history.jsonl")]
     assert [row["step"] for row in history] == [3, 6]
+    reached = next(row for row in history if row["top1"] >= 0.01)  # training multiply-adds: 3x forward, per image
+    assert macs[1] == 3 * resnet.multiply_adds * reached["step"] * BATCH and seconds[1] == reached["wall_seconds"]
     assert json.loads((out / "comparison.json").read_text())[1]["name"] == "resnet20"
     assert "resnet20" in first.stdout and "top1" in first.stdout
     assert "] search-trial1 done; resnet20 done" in first.stdout  # the progress line

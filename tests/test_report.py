@@ -75,11 +75,12 @@ def test_report_tables_and_figures(runs):
     assert "regularized_evolution" in text and "random" in text and "resnet20" in text
     assert "On accuracy, the best searched cell, re-trial" in text
     assert "), beats the best baseline, resnet20 (top-1 0.5000" in text
-    assert re.search(r"On time to the top1 target, the fastest searched cell, re-trial\d+ \(1\.0 min\), beats the "
+    assert re.search(r"On time to top1 0\.45, the fastest searched cell, re-trial\d+ \(1\.0 min\), beats the "
                      r"fastest baseline, resnet20 \(2\.0 min\)\.", text)
-    # progress, the search's Pareto figure, the promote Pareto figure, and the 3 + 3 best cells; the
-    # promoted cell is the evolution search's best, drawn once under both names
-    assert figure_count(page) == 3 + 6
+    # progress, the search's Pareto figure, the promote's top-1 against time and its Pareto figure, and the
+    # 3 + 3 best cells; the promoted cell is the evolution search's best, drawn once under both names
+    assert figure_count(page) == 4 + 6
+    assert 'data-figure="promote-time-promote"' in page
     assert re.search(r"re: trial \d+ = promote: re-trial\d+", page)
     assert not re.search(r'(src|href)="(https?:)?//|url\(https?:|<link', page)  # self-contained: nothing fetched
     assert '"population_size": 4' in html.unescape(page)  # the settings, to reproduce it
@@ -92,7 +93,7 @@ def test_report_without_graphviz_still_has_its_tables(runs, monkeypatch):
     page, text = build_report([load_run(folder) for folder in runs])
     assert "Cells are not drawn" in page and "apt-get install graphviz" in page
     assert "note: Cells are not drawn" in text
-    assert figure_count(page) == 3 and "<table" in page
+    assert figure_count(page) == 4 and "<table" in page
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium; "

@@ -24,17 +24,14 @@ MODELS = ("resnet20", "resnet9@0.25", "nasnet_pool_n1_f8", "macro_resnet9_like_f
 
 
 def spec(name: str):
-    from searchspace import Macro, MacroGenotype, make_cell
-    from searchspace.nasnet import Block
+    from searchspace import Block, Macro, MacroGenotype, NasNetGenotype, make_cell
     from trainer.models import ModelSpec
 
     if name == "resnet9@0.25":
         return ModelSpec("resnet9", 10, 32, width_multiplier=0.25)
     if name == "nasnet_pool_n1_f8":
-        pool = make_cell([Block((0, 1), ("max_pool_3x3", "avg_pool_3x3"))] * 1 + [
-            Block((i % 2, 2), ("none", "max_pool_3x3")) for i in range(4)])
-        from searchspace import NasNetGenotype
-
+        pool = make_cell([Block((0, 1), ("max_pool_3x3", "avg_pool_3x3"))] +
+                         [Block((i % 2, 2), ("none", "max_pool_3x3")) for i in range(4)])
         return ModelSpec("genotype", 10, 32, num_cells=1, filters=8, stem="cifar", fused_batch_norm=True,
                          genotype=NasNetGenotype(pool, pool))
     if name == "macro_resnet9_like_f16":

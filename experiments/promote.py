@@ -305,7 +305,8 @@ def _one_line(error: BaseException) -> str:
 def comparison_table(config: PromoteConfig, planned: list[PlannedModel], errors: dict[str, str]) -> pd.DataFrame:
     rows = []
     for m in planned:
-        path = storage.join(model_config(config, m).model_dir, RESULT)
+        trained = model_config(config, m)
+        path = storage.join(trained.model_dir, RESULT)
         result = storage.read_json(path) if storage.exists(path) else {}
         row = {"name": m.name, "kind": m.kind, "model": m.model, "filters": m.filters,
                "search_trial_id": m.search_trial_id, "search_val_accuracy": m.search_val_accuracy,
@@ -314,7 +315,7 @@ def comparison_table(config: PromoteConfig, planned: list[PlannedModel], errors:
         row.update({k: result.get(k) for k in ("params", "multiply_adds", "top1", "top5", "epochs", "wall_seconds",
                                                 "images_per_sec")})
         row.update(to_targets(result.get("history", []), config.targets(), result.get("multiply_adds"),
-                              config.recipe.get("train_batch_size", 128), config.cost_per_hour))
+                              trained.train_batch_size, config.cost_per_hour))
         rows.append(row)
     at = COMPARISON_COLUMNS.index("images_per_sec") + 1
     columns = COMPARISON_COLUMNS[:at] + [c for c in (rows[0] if rows else {}) if parse_column(c)] + \

@@ -22,6 +22,10 @@ from trainer.nasnet import NasNetConfig, _Builder
 
 
 class _MacroBuilder(_Builder):
+    def __init__(self, genotype: MacroGenotype, config: NasNetConfig) -> None:
+        super().__init__(genotype, config)
+        self.project_inputs = genotype.macro.projection == "conv_1x1"
+
     def reduce(self, x, filters: int, name: str):
         kind = self.genotype.macro.reduction
         if kind == "strided_conv":
@@ -32,7 +36,6 @@ class _MacroBuilder(_Builder):
     def network(self, input_shape: tuple[int, ...], num_classes: int) -> keras.Model:
         genotype: MacroGenotype = self.genotype
         macro = genotype.macro
-        self.project_inputs = macro.projection == "conv_1x1"
         inputs = keras.Input(shape=input_shape, name="image")
         net = self.bn(self.conv(inputs, macro.filters, 3, 1, "stem"), "stem")
         outputs = [None, net]

@@ -21,7 +21,7 @@ from evolution.params import EvolutionParams, ParetoParams
 from evolution.rungs import Rungs
 from experiments.layout import CONFIG, JOURNAL
 from experiments.settings import FREE, JOURNAL as BY_JOURNAL, changed_settings
-from searchspace import SearchSpace, space_from_config
+from searchspace import NasNetMacroSpace, SearchSpace, space_from_config
 from core.proxy_config import PRECISIONS, PROXY_DATASETS, ProxyConfig, check_proxy
 from core.storage import read_json, write_json
 
@@ -212,7 +212,7 @@ class SearchConfig:
             return space_from_config(self.space)
         ops = {"ops": list(self.ops)} if self.ops else {}
         if self.proxy_space == "nasnet_macro":
-            return space_from_config({"name": "nasnet_macro", "max_blocks": self.num_blocks, **ops})
+            return NasNetMacroSpace(max_blocks=self.num_blocks, **ops)
         return space_from_config({"name": "nasnet", "num_blocks": self.num_blocks, **ops})
 
     def new_algorithm(self, journal_path: str | None = None, journal_lock: JournalLock | None = None

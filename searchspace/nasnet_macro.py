@@ -7,8 +7,10 @@ small ops, not its multiply-adds, so what wins there may be a shallower or plain
 any of those: ResNet-9 is mostly plain 3x3 convolutions with a max pool. The macro part makes that
 reachable, each choice a small set:
 
-- `cells_per_stack` (0-3 each of the 3 stacks): depth where it pays; 0 is a stack of only its
-  reduction (ResNet-9's second stage);
+- `cells_per_stack` (0-3 each) and the number of stacks (3 or 4, that is 2 or 3 reductions; the
+  length of `cells_per_stack`): depth where it pays; 0 is a stack of only its reduction (ResNet-9's
+  second stage); a fourth stack halves the resolution once more, as ResNet-9's third reduction does
+  (to 4x4 at 32 px), where width is cheap in time;
 - `filters` F (8 to 64): the width that fits the machine; widths double at each reduction;
 - blocks per cell (1-5, both cells, the length of their block lists): a 1- or 2-block cell of a
   3x3 conv beside `none` is a residual block;
@@ -32,7 +34,7 @@ from searchspace.mutations import draw
 from searchspace.nasnet import CELL_NAMES, NasNetGenotype, NasNetSpace, make_cell
 from searchspace.ops import NASNET_SEARCH_OPS
 
-STACKS = 3
+STACKS = (3, 4)  # stacks in a network: the paper's 3 (2 reductions), or 4 as ResNet-9 has
 MACRO_FILTERS = (8, 12, 16, 24, 32, 48, 64)
 REDUCTIONS = ("cell", "conv_pool", "strided_conv")
 PROJECTIONS = ("conv_1x1", "none")
@@ -50,8 +52,8 @@ class Macro:
     def __post_init__(self) -> None:
         object.__setattr__(self, "cells_per_stack", tuple(self.cells_per_stack))
         cells = self.cells_per_stack
-        if len(cells) != STACKS or any(not isinstance(n, int) or isinstance(n, bool) or n < 0 for n in cells):
-            raise ValueError(f"macro, cells_per_stack: {STACKS} counts of 0 or more, got {list(cells)}")
+        if len(cells) not in STACKS or any(not isinstance(n, int) or isinstance(n, bool) or n < 0 for n in cells):
+            raise ValueError(f"macro, cells_per_stack: 3 or 4 counts (one per stack) of 0 or more, got {list(cells)}")
         if not isinstance(self.filters, int) or isinstance(self.filters, bool) or self.filters < 2:
             raise ValueError(f"macro, filters: a whole number of 2 or more, got {self.filters!r}")
         if self.reduction not in REDUCTIONS:
@@ -124,7 +126,7 @@ class MacroGenotype(NasNetGenotype):
         if filters:
             macro = replace(macro, filters=filters)
         if cells is not None:
-            macro = replace(macro, cells_per_stack=(cells,) * STACKS)
+            macro = replace(macro, cells_per_stack=(cells,) * len(macro.cells_per_stack))
         return replace(self, macro=macro)
 
 
@@ -137,7 +139,7 @@ def _step(values: tuple, current: Any, rng: random.Random) -> Any:
 
 
 def _cells(space: "NasNetMacroSpace", g: MacroGenotype, rng: random.Random) -> tuple[MacroGenotype, str]:
-    stack = rng.randrange(STACKS)
+    stack = rng.randrange(len(g.macro.cells_per_stack))
     counts = list(g.macro.cells_per_stack)
     old = counts[stack]
     counts[stack] = _step(tuple(range(space.max_cells_per_stack + 1)), old, rng)
@@ -163,6 +165,15 @@ def _blocks(space: "NasNetMacroSpace", g: MacroGenotype, rng: random.Random) -> 
     return replace(g, **cells), f"macro blocks {old} -> {new}"
 
 
+def _stacks(space: "NasNetMacroSpace", g: MacroGenotype, rng: random.Random) -> tuple[MacroGenotype, str]:
+    """One stack more (its cell count drawn as sampling draws it) or fewer (the last)."""
+    counts = g.macro.cells_per_stack
+    new = _step(space.stacks, len(counts), rng)
+    counts = counts[:new] + tuple(rng.randint(0, space.max_cells_per_stack) for _ in range(new - len(counts)))
+    return replace(g, macro=replace(g.macro, cells_per_stack=counts)), \
+        f"macro stacks {len(g.macro.cells_per_stack)} -> {new}"
+
+
 def _choice(field_name: str, options: str) -> Callable[..., tuple[MacroGenotype, str]]:
     def mutate(space: "NasNetMacroSpace", g: MacroGenotype, rng: random.Random) -> tuple[MacroGenotype, str]:
         old = getattr(g.macro, field_name)
@@ -175,7 +186,10 @@ def _choice(field_name: str, options: str) -> Callable[..., tuple[MacroGenotype,
 MACRO_MUTATIONS: dict[str, Callable[..., tuple[MacroGenotype, str]]] = {
     "cells": _cells, "filters": _filters, "blocks": _blocks,
     "reduction": _choice("reduction", "reductions"), "projection": _choice("projection", "projections"),
+    "stacks": _stacks,
 }
+# The space's field of options each macro mutation needs two or more of (the others always apply).
+MUTATION_OPTIONS = {"filters": "filters", "reduction": "reductions", "projection": "projections", "stacks": "stacks"}
 
 
 @dataclass(frozen=True)
@@ -190,10 +204,11 @@ class NasNetMacroSpace:
     max_blocks: int = 5
     reductions: tuple[str, ...] = REDUCTIONS
     projections: tuple[str, ...] = PROJECTIONS
+    stacks: tuple[int, ...] = STACKS
     name: str = field(default="nasnet_macro", init=False)
 
     def __post_init__(self) -> None:
-        for name in ("ops", "filters", "reductions", "projections"):
+        for name in ("ops", "filters", "reductions", "projections", "stacks"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         self.cell_space(1)  # validates ops and identity_prob
         if not 0.0 <= self.macro_prob <= 1.0:
@@ -202,7 +217,7 @@ class NasNetMacroSpace:
             raise ValueError(f"filters: two or more increasing widths of 2 or more, got {list(self.filters)}")
         if self.max_cells_per_stack < 1 or self.max_blocks < 1:
             raise ValueError("max_cells_per_stack and max_blocks: at least 1")
-        for name, known in (("reductions", REDUCTIONS), ("projections", PROJECTIONS)):
+        for name, known in (("reductions", REDUCTIONS), ("projections", PROJECTIONS), ("stacks", STACKS)):
             values = getattr(self, name)
             if not values or any(v not in known for v in values) or len(set(values)) < len(values):
                 raise ValueError(f"{name}: one or more distinct of {list(known)}, got {list(values)}")
@@ -214,11 +229,13 @@ class NasNetMacroSpace:
         return {"name": self.name, "ops": list(self.ops), "identity_prob": self.identity_prob,
                 "macro_prob": self.macro_prob, "filters": list(self.filters),
                 "max_cells_per_stack": self.max_cells_per_stack, "max_blocks": self.max_blocks,
-                "reductions": list(self.reductions), "projections": list(self.projections)}
+                "reductions": list(self.reductions), "projections": list(self.projections),
+                "stacks": list(self.stacks)}
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "NasNetMacroSpace":
-        return cls(**{k: v for k, v in config.items() if k != "name"})
+        """The space a journal recorded; one written before 4 stacks were searchable has 3 only."""
+        return cls(**{"stacks": (3,), **{k: v for k, v in config.items() if k != "name"}})
 
     def genotype_from_json(self, data: Any) -> MacroGenotype:
         """A macro genotype (any known op, as NasNetSpace allows); a cell genotype without a macro
@@ -229,7 +246,8 @@ class NasNetMacroSpace:
         return MacroGenotype.from_json(data)
 
     def sample(self, rng: random.Random) -> MacroGenotype:
-        macro = Macro(tuple(rng.randint(0, self.max_cells_per_stack) for _ in range(STACKS)),
+        stacks = rng.choice(self.stacks) if len(self.stacks) > 1 else self.stacks[0]
+        macro = Macro(tuple(rng.randint(0, self.max_cells_per_stack) for _ in range(stacks)),
                       rng.choice(self.filters), rng.choice(self.reductions), rng.choice(self.projections))
         cells = self.cell_space(rng.randint(1, self.max_blocks)).sample(rng)
         return MacroGenotype(cells.normal, cells.reduction, macro=macro)
@@ -243,7 +261,8 @@ class NasNetMacroSpace:
         used = [name for name, on in (("normal", any(parent.macro.cells_per_stack)),
                                       ("reduction", parent.macro.reduction == "cell")) if on]
         if rng.random() < self.macro_prob or not used:
-            name = draw(tuple(MACRO_MUTATIONS), rng)
+            name = draw(tuple(m for m in MACRO_MUTATIONS
+                              if m not in MUTATION_OPTIONS or len(getattr(self, MUTATION_OPTIONS[m])) > 1), rng)
             return MACRO_MUTATIONS[name](self, parent, rng)
         child, what = self.cell_space(parent.num_blocks).mutate_cell(parent, rng.choice(used), rng)
         return MacroGenotype(child.normal, child.reduction, macro=parent.macro), what

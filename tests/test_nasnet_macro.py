@@ -14,17 +14,18 @@ from searchspace.nasnet_macro import MACRO_FILTERS
 
 OPS = ("none", "max_pool_3x3", "conv_1x1", "plain_conv_3x3", "sep_conv_3x3")
 SPACE = NasNetMacroSpace(ops=OPS)
-# The closest genotype to Page's ResNet-9: stem 64; a conv-pool reduction to 128 wide, a residual
-# cell (h0 + conv(h0), twice); another to 256 and one more residual cell. ResNet-9 has a third
-# reduction, to 512 wide at 4x4 with a residual there; this space has two.
+# The closest genotype to Page's ResNet-9: stem 64; a conv-pool reduction to 128 wide and a residual
+# cell (h0 + conv(h0), twice); another to 256 with no cell; a third to 512 and one more residual cell.
 RESIDUAL = make_cell([Block((0, 0), ("plain_conv_3x3", "none")), Block((2, 2), ("plain_conv_3x3", "none"))])
-RESNET9_LIKE = MacroGenotype(RESIDUAL, RESIDUAL, macro=Macro((0, 1, 1), 64, "conv_pool", "none"))
+RESNET9_LIKE = MacroGenotype(RESIDUAL, RESIDUAL, macro=Macro((0, 1, 0, 1), 64, "conv_pool", "none"))
 
 
 def differences(a: MacroGenotype, b: MacroGenotype) -> list[str]:
     """What differs: macro fields by name, and cell elements as (cell, block, element)."""
     changed = [f for f in ("cells_per_stack", "filters", "reduction", "projection")
                if getattr(a.macro, f) != getattr(b.macro, f)]
+    if len(a.macro.cells_per_stack) != len(b.macro.cells_per_stack):
+        changed[0] = "stacks"
     if a.num_blocks != b.num_blocks:
         return changed + ["blocks"]
     for name in ("normal", "reduction"):
@@ -35,16 +36,16 @@ def differences(a: MacroGenotype, b: MacroGenotype) -> list[str]:
 
 def test_a_macro_genotype_round_trips_through_json_with_a_canonical_key():
     data = json.loads(json.dumps(RESNET9_LIKE.to_json()))
-    assert data["macro"] == {"cells_per_stack": [0, 1, 1], "filters": 64, "reduction": "conv_pool",
+    assert data["macro"] == {"cells_per_stack": [0, 1, 0, 1], "filters": 64, "reduction": "conv_pool",
                              "projection": "none"}
     assert nasnet_genotype_from_json(data) == RESNET9_LIKE == SPACE.genotype_from_json(data)
-    assert RESNET9_LIKE.key().endswith("|macro[cells=0.1.1;F=64;reduction=conv_pool;projection=none]")
-    assert "network: 0/1/1 normal cells per stack, F=64" in RESNET9_LIKE.describe()
-    assert RESNET9_LIKE.resized(filters=16, cells=2).macro == Macro((2, 2, 2), 16, "conv_pool", "none")
+    assert RESNET9_LIKE.key().endswith("|macro[cells=0.1.0.1;F=64;reduction=conv_pool;projection=none]")
+    assert "network: 0/1/0/1 normal cells per stack, F=64" in RESNET9_LIKE.describe()
+    assert RESNET9_LIKE.resized(filters=16, cells=2).macro == Macro((2, 2, 2, 2), 16, "conv_pool", "none")
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"macro": {"cells_per_stack": [1, 1], "filters": 8}}, "macro, cells_per_stack: 3 counts"),
+    ({"macro": {"cells_per_stack": [1, 1], "filters": 8}}, "macro, cells_per_stack: 3 or 4 counts"),
     ({"macro": {"cells_per_stack": [1, 1, 1], "filters": 1}}, "macro, filters: a whole number of 2 or more"),
     ({"macro": {"cells_per_stack": [1, 1, 1], "filters": 8, "reduction": "pool"}}, "macro, reduction: unknown 'pool'"),
     ({"macro": {"cells_per_stack": [1, 1, 1], "filters": 8, "width": 2}}, "unknown fields ['width']"),
@@ -84,9 +85,12 @@ def test_each_child_changes_one_macro_choice_by_a_step_or_one_element_of_a_used_
             assert abs(MACRO_FILTERS.index(child.macro.filters) - MACRO_FILTERS.index(parent.macro.filters)) == 1
         if "cells_per_stack" in changed:
             assert sum(abs(a - b) for a, b in zip(child.macro.cells_per_stack, parent.macro.cells_per_stack)) == 1
+        if "stacks" in changed:  # the last stack added or dropped
+            short, long = sorted((child.macro.cells_per_stack, parent.macro.cells_per_stack), key=len)
+            assert len(long) == len(short) + 1 and long[:-1] == short
         assert set(op for c in (child.normal, child.reduction) for b in c.blocks for op in b.ops) <= set(OPS)
         parent = child
-    assert seen == {"cells_per_stack", "filters", "reduction", "projection", "blocks"}
+    assert seen == {"cells_per_stack", "filters", "reduction", "projection", "blocks", "stacks"}
 
 
 def test_sampling_and_mutation_follow_the_seed_and_the_space_comes_back_from_its_config():
@@ -97,6 +101,13 @@ def test_sampling_and_mutation_follow_the_seed_and_the_space_comes_back_from_its
 
     assert run(3) == run(3) != run(4)
     assert space_from_config(json.loads(json.dumps(SPACE.to_config()))) == SPACE
+    recorded_before_4_stacks = {k: v for k, v in SPACE.to_config().items() if k != "stacks"}
+    assert space_from_config(recorded_before_4_stacks).stacks == (3,)
+    narrow, rng = NasNetMacroSpace(ops=OPS, stacks=(4,), projections=("none",)), random.Random(0)
+    g = narrow.sample(rng)
+    for _ in range(50):  # the choices with one option are never drawn
+        g, what = narrow.mutate(g, rng)
+        assert len(g.macro.cells_per_stack) == 4 and g.macro.projection == "none", what
     with pytest.raises(ValueError, match="filters: two or more increasing widths"):
         NasNetMacroSpace(filters=(16, 8))
 
@@ -120,11 +131,12 @@ def test_the_network_follows_the_macro_part_at_its_own_size():
         return build_model(ModelSpec("nasnet_macro", num_classes=10, image_size=16, genotype=genotype, **spec))
 
     resnet9_like = built(RESNET9_LIKE, filters=8, num_cells=3)  # its own F and cells, whatever the spec says
-    assert model_report(resnet9_like) == {"params": 1_849_930, "multiply_adds": 75_942_400}
+    # ResNet-9's multiply-adds (at 16 px), and its parameters and the logits' 10 biases
+    assert model_report(resnet9_like) == {"params": 6_573_120 + 10, "multiply_adds": 94_819_328}
     assert [l.name for l in resnet9_like.layers if l.name.endswith("_pool")] == [
-        "reduction0_pool", "reduction1_pool", "final_pool"]
+        "reduction0_pool", "reduction1_pool", "reduction2_pool", "final_pool"]
     assert not [l for l in resnet9_like.layers if "_h0" in l.name]  # projection "none": widths already agree
-    assert resnet9_like.get_layer("stack2_cell0_out").output.shape == (None, 4, 4, 256)
+    assert resnet9_like.get_layer("stack3_cell0_out").output.shape == (None, 2, 2, 512)
     projected = built(dataclasses.replace(RESNET9_LIKE, macro=Macro((0, 1, 1), 8, "strided_conv", "conv_1x1")))
     assert sum(l.name.endswith("_h0_conv") for l in projected.layers) == 2
     only_reductions = built(dataclasses.replace(RESNET9_LIKE, macro=Macro((0, 0, 0), 8, "cell", "none")))

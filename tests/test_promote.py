@@ -305,7 +305,8 @@ def test_a_macro_genotype_trains_at_its_own_size_unless_the_command_line_sizes_i
     assert own.genotype == genotype and own.model == "nasnet_macro"
     given = _config(tmp_path, recipe=recipe, size_flags=("filters", "num_cells"))
     sized = model_config(given, at_given_size(given, m)).genotype
-    assert (sized.macro.filters, sized.macro.cells_per_stack) == (20, (1, 1, 1)) and sized.normal == genotype.normal
+    stacks = len(genotype.macro.cells_per_stack)
+    assert (sized.macro.filters, sized.macro.cells_per_stack) == (20, (1,) * stacks) and sized.normal == genotype.normal
     for name, space in (("macro", "nasnet_macro"), ("cells", "nasnet")):
         (tmp_path / name).mkdir()
         (tmp_path / name / "search_config.json").write_text(json.dumps({"proxy_space": space}))

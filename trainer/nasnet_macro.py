@@ -2,8 +2,8 @@
 cells and ops (trainer/nasnet.py), laid out by the genotype's own macro part.
 
 - Stem: a 3x3 conv of F filters and BN (the CIFAR stem at stem multiplier 1, as ResNets start).
-- Three stacks of `cells_per_stack[s]` normal cells, F * 2^s wide; before stacks 2 and 3 the
-  reduction: the searched reduction cell ("cell"), ReLU-3x3 conv-BN and a 2x2 max pool
+- Three or four stacks (the length of `cells_per_stack`) of `cells_per_stack[s]` normal cells,
+  F * 2^s wide; before each stack after the first the reduction: the searched reduction cell ("cell"), ReLU-3x3 conv-BN and a 2x2 max pool
   ("conv_pool"), or a stride-2 ReLU-3x3 conv-BN ("strided_conv"). After a fixed reduction the next
   cell reads its output as both inputs (the earlier state would need a factorized reduction).
 - Projection "none": a cell's input h0 is projected (ReLU-1x1-BN) only where its width differs.
@@ -17,7 +17,7 @@ from __future__ import annotations
 import keras
 from keras import layers
 
-from searchspace.nasnet_macro import STACKS, MacroGenotype
+from searchspace.nasnet_macro import MacroGenotype
 from trainer.nasnet import NasNetConfig, _Builder
 
 
@@ -39,7 +39,7 @@ class _MacroBuilder(_Builder):
         inputs = keras.Input(shape=input_shape, name="image")
         net = self.bn(self.conv(inputs, macro.filters, 3, 1, "stem"), "stem")
         outputs = [None, net]
-        for stack in range(STACKS):
+        for stack, cells in enumerate(macro.cells_per_stack):
             filters = macro.filters * 2 ** stack
             if stack > 0 and macro.reduction == "cell":
                 net = self.cell(genotype.reduction, net, outputs[-2], filters, 2, f"reduction_cell{stack - 1}")
@@ -47,7 +47,7 @@ class _MacroBuilder(_Builder):
             elif stack > 0:
                 net = self.reduce(net, filters, f"reduction{stack - 1}")
                 outputs = [None, net]
-            for i in range(macro.cells_per_stack[stack]):
+            for i in range(cells):
                 net = self.cell(genotype.normal, net, outputs[-2], filters, 1, f"stack{stack}_cell{i}")
                 outputs.append(net)
         x = layers.GlobalAveragePooling2D(name="final_pool")(self.relu(net, "final"))

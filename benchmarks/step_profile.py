@@ -10,11 +10,13 @@ and, for contrast, ResNet-9 at a quarter width. Two measurements, each in fresh 
   it; its framework op statistics give each op's self time, summed by TensorFlow op type and by the
   role of the layer it belongs to (input projection, separable conv, plain conv, pooling, block add,
   concatenation, factorized reduction, stem, head, optimizer update), with the op count per step.
-- The options: images/s with each variant of the process's settings below, in `--rounds` rounds
-  whose order alternates (ABBA), the ratio to "as_is" the median over rounds. None changes the
-  network or its arithmetic beyond floating-point order.
+- The options: images/s with each variant of the process's settings (VARIANTS: Grappler's passes,
+  oneDNN, the inter-op pool), in `--rounds` rounds whose order alternates (ABBA), the ratio to
+  "as_is" the median over rounds, with the first step's seconds (the trace and Grappler) and the
+  loss after the timed steps from the same weights. None changes the network or its arithmetic
+  beyond floating-point order.
 
-Run: .venv/bin/python benchmarks/step_profile.py [--rounds=2 --steps=40 --profile_steps=10]  (~8 min on 2 CPUs)
+Run: .venv/bin/python benchmarks/step_profile.py [--rounds=2 --steps=40 --profile_steps=10]  (~10 min on 2 CPUs)
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@ Each measurement is a fresh child process (oneDNN is chosen when TensorFlow is i
 compile + fit at batch 128 on random 32x32x3 images held in memory, SGD, steps_per_execution 10,
 one untimed epoch (the trace) then `--steps` timed steps. Models: ResNet-20, ResNet-9 at a quarter
 width, a pooling NASNet cell network at N=1, F=8 (the guide's 250 images/s figure), and the macro
-space's closest genotype to ResNet-9 at F=16. Rounds alternate oneDNN off, on, on, off (ABBA) so
-drift on the machine hits both alike; the ratio is the median of each round's on/off pair.
+space's closest genotype to ResNet-9 at F=16 when it had 3 stacks (no third reduction). Rounds
+alternate oneDNN off, on, on, off (ABBA) so drift on the machine hits both alike; the ratio is
+the median of each round's on/off pair.
 
 Run: .venv/bin/python benchmarks/model_throughput.py [--rounds=2 --steps=30]   (~4 min on 2 CPUs)
 """

@@ -188,8 +188,8 @@ MACRO_MUTATIONS: dict[str, Callable[..., tuple[MacroGenotype, str]]] = {
     "reduction": _choice("reduction", "reductions"), "projection": _choice("projection", "projections"),
     "stacks": _stacks,
 }
-# The space's field of options each macro mutation needs two or more of (the others always apply).
-MUTATION_OPTIONS = {"filters": "filters", "reduction": "reductions", "projection": "projections", "stacks": "stacks"}
+# The space's field of options a macro mutation needs two or more of (the others always apply).
+MUTATION_OPTIONS = {"reduction": "reductions", "projection": "projections", "stacks": "stacks"}
 
 
 @dataclass(frozen=True)
@@ -246,6 +246,7 @@ class NasNetMacroSpace:
         return MacroGenotype.from_json(data)
 
     def sample(self, rng: random.Random) -> MacroGenotype:
+        # no draw for one stack count: a 3-stack space samples as it did before 4 stacks existed
         stacks = rng.choice(self.stacks) if len(self.stacks) > 1 else self.stacks[0]
         macro = Macro(tuple(rng.randint(0, self.max_cells_per_stack) for _ in range(stacks)),
                       rng.choice(self.filters), rng.choice(self.reductions), rng.choice(self.projections))

@@ -3,8 +3,9 @@ cells and ops (trainer/nasnet.py), laid out by the genotype's own macro part.
 
 - Stem: a 3x3 conv of F filters and BN (the CIFAR stem at stem multiplier 1, as ResNets start).
 - Three or four stacks (the length of `cells_per_stack`) of `cells_per_stack[s]` normal cells,
-  F * 2^s wide; before each stack after the first the reduction: the searched reduction cell ("cell"), ReLU-3x3 conv-BN and a 2x2 max pool
-  ("conv_pool"), or a stride-2 ReLU-3x3 conv-BN ("strided_conv"). After a fixed reduction the next
+  F * 2^s wide; before each stack after the first the reduction: the searched reduction cell
+  ("cell"), ReLU-3x3 conv-BN and a 2x2 max pool ("conv_pool"), or a stride-2 ReLU-3x3 conv-BN
+  ("strided_conv"). After a fixed reduction the next
   cell reads its output as both inputs (the earlier state would need a factorized reduction).
 - Projection "none": a cell's input h0 is projected (ReLU-1x1-BN) only where its width differs.
 - Head: ReLU, global average pooling, dropout, float32 Dense LOGITS (no auxiliary head).

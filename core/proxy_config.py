@@ -101,6 +101,19 @@ class ProxyConfig:
     train_seconds: float = field(default=0.0, metadata={"help": "> 0: train each candidate this many seconds of its "
                                                                 "own steady training steps (the step count fixed from "
                                                                 "its first steps) instead of --epochs."})
+    weight_decay: float = field(default=0.0, metadata={"help": "Proxy L2 weight decay on the kernels (the loss "
+                                                               "gains weight_decay x sum(w^2)/2, as in amoeba train)."})
+    warmup_epochs: float = field(default=0.0, metadata={"help": "Proxy learning rate: a linear warm-up from 0 over "
+                                                                "this many epochs before the cosine."})
+    target_accuracy: float = field(default=0.0, metadata={
+        "help": "> 0: score candidates by their time to this validation accuracy (DAWNBench's measure): each "
+                "trains the --epochs schedule, evaluated every --epochs_per_eval, and stops at the target or at "
+                "--target_seconds; the search minimises seconds_to_target."})
+    target_seconds: float = field(default=0.0, metadata={
+        "help": "With --target_accuracy: training seconds a candidate gets to reach it; one that does not scores "
+                "target_seconds x (1 + the accuracy it lacks), after every one that did."})
+    epochs_per_eval: float = field(default=0.25, metadata={"help": "With --target_accuracy: epochs between "
+                                                                   "evaluations."})
     precision: str = field(default="float32", metadata={"help": "Compute precision of the proxy training: bfloat16 "
                                                                 "and mixed_float16 compute in 16 bits and keep "
                                                                 "float32 weights."})
@@ -123,9 +136,27 @@ class ProxyConfig:
         if self.precision not in PRECISIONS:
             raise ValueError(f"proxy precision: unknown {self.precision!r}; known: {list(PRECISIONS)}")
         for name in ("image_size", "validation_images", "train_images", "timeout_s", "hang_grace_s", "threads",
-                     "train_seconds"):
+                     "train_seconds", "weight_decay", "warmup_epochs", "target_seconds"):
             if (getattr(self, name) or 0) < 0:
                 raise ValueError(f"proxy {name}: must be >= 0, got {getattr(self, name)}")
+        self._check_target()
+
+    def _check_target(self) -> None:
+        """A time-to-accuracy proxy needs its time limit, and rules out a time budget."""
+        if not 0 <= self.target_accuracy < 1:
+            raise ValueError(f"proxy target_accuracy: a fraction in [0, 1), got {self.target_accuracy}")
+        if self.epochs_per_eval <= 0:
+            raise ValueError(f"proxy epochs_per_eval: must be positive, got {self.epochs_per_eval}")
+        if self.target_accuracy and not self.target_seconds:
+            raise ValueError("target_accuracy: needs --target_seconds, the time a candidate gets to reach it "
+                             "(one that does not is ranked after every one that did)")
+        if self.target_seconds and not self.target_accuracy:
+            raise ValueError("target_seconds: only with --target_accuracy")
+        if self.target_accuracy and self.train_seconds:
+            raise ValueError("target_accuracy: a time to accuracy replaces --train_seconds' time budget; give one")
+        if self.target_seconds and self.timeout_s and self.target_seconds >= 0.8 * self.timeout_s:
+            raise ValueError(f"target_seconds: {self.target_seconds:g} s leaves no room under the trial timeout "
+                             f"of {self.timeout_s:g} s (--trial_timeout_s); raise it or give less")
 
     @property
     def spec(self) -> ProxyDataset:

@@ -244,7 +244,7 @@ class SearchAlgorithm(RungBook):
 
     def _new_trial(self) -> Trial:
         for _ in range(MAX_REJECTIONS):
-            if self._initial_next < len(self.initial):  # seeds of the first population, before random ones
+            if self._initial_due():  # seeds of the first population, before random ones or after them
                 trial = Trial(len(self.trials), self.initial[self._initial_next], None, "initial")
                 self._initial_next += 1
             else:
@@ -259,6 +259,15 @@ class SearchAlgorithm(RungBook):
                          "reason": "; ".join(broken)})
         raise ValueError(f"limits: {MAX_REJECTIONS} proposals in a row break {self.limits.to_config()}; "
                          "no candidate fits, loosen the limits")
+
+    def _initial_due(self) -> bool:
+        """Whether the next proposal is the next initial genotype: they open the first population
+        (or, with `initial_last`, close it, after population_size - len(initial) random ones)."""
+        if self._initial_next >= len(self.initial):
+            return False
+        if getattr(self, "initial_last", False):
+            return len(self.trials) >= self.population_size - len(self.initial)
+        return True
 
     def _figures(self, genotype: Any) -> Mapping[str, float]:
         """What `measure` says of the genotype before training (cached by key; the journal keeps

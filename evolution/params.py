@@ -46,6 +46,9 @@ class EvolutionParams(NoParams):
         "help": "P: the successful trials kept in the population; the oldest leaves."})
     sample_size: int = field(default=3, metadata={
         "help": "S: members drawn (with replacement) into each tournament; the fittest is the parent."})
+    initial_last: bool = field(default=False, metadata={
+        "help": "The initial genotypes close the first population instead of opening it: the oldest leaves "
+                "first, so a seed then stands in the tournaments of P children, not of one."})
 
     def __post_init__(self) -> None:
         if self.population_size < 1:

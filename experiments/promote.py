@@ -82,6 +82,12 @@ def spread_along_front(algorithm: SearchAlgorithm, k: int) -> list[int]:
     return [front[i] for i in picks]
 
 
+def _search_accuracy(result: dict[str, Any], objective: str) -> float:
+    """The search's validation accuracy of a trial (its objective where it reports none: a function
+    of one's own); a time-to-accuracy search's objective is seconds."""
+    return float(result.get("val_accuracy", result[objective]))
+
+
 def top_genotypes(search_dir: str, k: int) -> list[PlannedModel]:
     """The search's best_distinct_trials, as models to promote."""
     path = os.path.join(search_dir, JOURNAL)
@@ -95,7 +101,7 @@ def top_genotypes(search_dir: str, k: int) -> list[PlannedModel]:
     return [PlannedModel(name=f"{prefix}-trial{tid}", kind="searched",
                          model="nasnet_macro" if isinstance(algorithm.trials[tid].genotype, MacroGenotype) else "genotype",
                          genotype=algorithm.trials[tid].genotype.to_json(), search_trial_id=tid,
-                         search_val_accuracy=float(ranking.result_of(algorithm, tid)[algorithm.objective]),
+                         search_val_accuracy=_search_accuracy(ranking.result_of(algorithm, tid), algorithm.objective),
                          search_dir=os.path.abspath(search_dir))
             for tid in chosen]
 

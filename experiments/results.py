@@ -56,9 +56,11 @@ def results_table(algorithm: SearchAlgorithm) -> pd.DataFrame:
         )
         for goal in algorithm.goals:
             rows[-1].setdefault(goal.metric, metrics.get(goal.metric))
+        for name in _target_columns(algorithm):
+            rows[-1][name] = metrics.get(name)
         if algorithm.reward is not None:
             rows[-1]["reward"] = algorithm.score(metrics) if outcome and outcome.status == "ok" else None
-    extra = [g.metric for g in algorithm.goals] + (["reward"] if algorithm.reward else [])
+    extra = [g.metric for g in algorithm.goals] + (["reward"] if algorithm.reward else []) + _target_columns(algorithm)
     columns = COLUMNS + [c for c in extra if c not in COLUMNS]
     table = pd.DataFrame(rows, columns=columns)
     whole = {"parent_id": "Int64", "params": "Int64", "multiply_adds": "Int64", "rung": "Int64", "train_steps": "Int64"}
@@ -68,9 +70,15 @@ def results_table(algorithm: SearchAlgorithm) -> pd.DataFrame:
     return table.astype(whole)
 
 
+def _target_columns(algorithm: SearchAlgorithm) -> list[str]:
+    """A time-to-accuracy search's own figures (the proxy's --target_accuracy)."""
+    return ["time_to_target_s", "best_val_accuracy"] if algorithm.objective == "seconds_to_target" else []
+
+
 def shown_measures(algorithm: SearchAlgorithm) -> list[str]:
     """The columns a printed table shows for each trial: the goals, the reward, and the costs."""
     return list(dict.fromkeys([algorithm.objective, *(["reward"] if algorithm.reward else []),
+                               *(["best_val_accuracy"] if _target_columns(algorithm) else []),
                                *(g.metric for g in algorithm.goals), "params", "latency_ms", "step_ms"]))
 
 

@@ -26,6 +26,7 @@ from core.proxy_config import PRECISIONS, PROXY_DATASETS, ProxyConfig, check_pro
 from core.storage import read_json, write_json
 
 log = logging.getLogger(__name__)
+TIME_TO_TARGET = "seconds_to_target"  # the proxy's objective with --target_accuracy (mode min)
 
 
 def _setting(default: Any, help: str, on_resume: str = "compared", **meta: Any) -> Any:
@@ -69,6 +70,7 @@ class SearchConfig:
     max_trials: int = _runs(30, "Total number of trials of the search.")
     population_size: int = _algo_param("population_size")
     sample_size: int = _algo_param("sample_size")
+    initial_last: bool = _algo_param("initial_last")
     max_concurrent: int = _runs(0, "Trials trained at the same time (0: as many as the cluster's CPUs, GPUs and "
                                    "TPUs allow for the per-trial amounts).")
     seed: int = _algo(0, "Seed of the search and of candidate training.")
@@ -146,6 +148,7 @@ class SearchConfig:
         if self.upload_to and not self.upload_to.startswith("gs://"):
             raise ValueError(f"upload_to: must be a gs://BUCKET/PATH, got {self.upload_to!r}")
         self._check_trainer()
+        self._time_to_target_objective()
         if self.cost_metric not in MEASURES:
             raise ValueError(f"cost_metric: unknown {self.cost_metric!r}; known: {sorted(MEASURES)}")
         if self.objectives and self.algorithm != "pareto_evolution":
@@ -158,6 +161,16 @@ class SearchConfig:
         if self.reward() is not None:
             self.reward().check(self.objective, self.mode)
 
+    def _time_to_target_objective(self) -> None:
+        """With the proxy's --target_accuracy the search minimises seconds_to_target."""
+        if not self.proxy.target_accuracy or self.trainable:
+            return
+        if self.algorithm == "pareto_evolution" or self.latency_target_ms:
+            raise ValueError("target_accuracy: time to accuracy is one objective; it goes with neither "
+                             "--algorithm=pareto_evolution nor --latency_target_ms")
+        object.__setattr__(self, "objective", TIME_TO_TARGET)
+        object.__setattr__(self, "mode", "min")
+
     def _check_trainer(self) -> None:
         """What the proxy trainer's ways of training (rungs, a time budget, TPUs) rule out together."""
         proxy, tpu = self.proxy, self.proxy.tpu or self.tpus_per_trial
@@ -165,10 +178,12 @@ class SearchConfig:
             Rungs(self.rungs, self.reduction_factor)  # validates them
             if tpu:
                 raise ValueError("rungs: TPU trials train through Keras's fit and have no rungs yet")
-            if proxy.train_seconds:
-                raise ValueError("train_seconds: a time budget per candidate replaces --rungs' epochs; give one")
+            if proxy.train_seconds or proxy.target_accuracy:
+                raise ValueError("train_seconds, target_accuracy: a time budget or a time to accuracy per "
+                                 "candidate replaces --rungs' epochs; give one")
         if tpu:
             tpu_lacks = [name for name, on in (("train_seconds", proxy.train_seconds),
+                                               ("target_accuracy", proxy.target_accuracy),
                                                ("max_latency_ms", self.max_latency_ms),
                                                ("latency_target_ms", self.latency_target_ms),
                                                ("objectives", self.algorithm == "pareto_evolution")) if on]
@@ -195,6 +210,7 @@ class SearchConfig:
     def algorithm_params(self) -> dict[str, Any]:
         goals = parse_goals(list(self.objectives) or list(ParetoParams.objectives), MEASURES)
         return {"population_size": self.population_size, "sample_size": self.sample_size,
+                "initial_last": self.initial_last,
                 "objectives": [str(g) for g in goals]}
 
     def size_measure(self) -> Callable[[Any], dict[str, int]] | None:

@@ -363,3 +363,19 @@ def test_initial_genotypes_come_first_are_journaled_and_replay(tmp_path):
     assert replayed.trials == algorithm.trials and replayed.initial == (AMOEBANET_A, AMOEBANET_D)
     with pytest.raises(ValueError, match=r"initial\[0\]: not a genotype of the nasnet space"):
         RegularizedEvolution(SPACE, initial=[{"depth": 2}])
+
+
+def test_initial_last_seeds_close_the_first_population_outlive_the_random_ones_and_replay(tmp_path):
+    from searchspace.references import AMOEBANET_A
+
+    path = str(tmp_path / "j.jsonl")
+    algorithm = RegularizedEvolution(SPACE, population_size=4, sample_size=2, seed=2, journal_path=path,
+                                     initial=[AMOEBANET_A], initial_last=True)
+    run_fake(algorithm, 7)
+    mutations = [t.mutation for t in algorithm.trials.values()]
+    assert mutations[:4] == ["random"] * 3 + ["initial"] and algorithm.trials[3].genotype == AMOEBANET_A
+    assert 3 in algorithm.population and 0 not in algorithm.population  # the random ones left first
+    algorithm.close()
+    replayed = resume(path, read_only=True)
+    assert replayed.trials == algorithm.trials and replayed.initial_last
+    assert replayed.population == algorithm.population

@@ -68,6 +68,9 @@ def test_a_search_made_before_the_data_settings_existed_still_resumes(tmp_path):
     ({"tpus_per_trial": 4, "max_latency_ms": 5.0}, "max_latency_ms: TPU trials"),
     ({"proxy": ProxyConfig(train_seconds=800)}, "train_seconds: 800 s leaves no room under the trial timeout of 900 s"),
     ({"rungs": (1, 3), "proxy": ProxyConfig(train_seconds=60)}, "replaces --rungs"),
+    ({"rungs": (1, 3), "proxy": ProxyConfig(target_accuracy=0.7, target_seconds=60)}, "replaces --rungs"),
+    ({"algorithm": "pareto_evolution", "proxy": ProxyConfig(target_accuracy=0.7, target_seconds=60)},
+     "time to accuracy is one objective"),
     ({"objectives": ("val_accuracy:max", "latency_ms:min")}, "need --algorithm=pareto_evolution"),
     ({"algorithm": "pareto_evolution", "objectives": ("val_accuracy:max", "latency:min")}, "unknown measure"),
     ({"latency_target_ms": 5.0, "objective": "val_loss", "mode": "min"}, "would favour the dearer cell"),
@@ -75,6 +78,25 @@ def test_a_search_made_before_the_data_settings_existed_still_resumes(tmp_path):
 def test_cost_settings_that_cannot_work_are_config_errors(settings, message):
     with pytest.raises(ValueError, match=message):
         SearchConfig(output_dir="unused", **settings)
+
+
+@pytest.mark.parametrize("proxy, message", [
+    ({"target_accuracy": 0.7}, "needs --target_seconds"),
+    ({"target_seconds": 60}, "only with --target_accuracy"),
+    ({"target_accuracy": 70, "target_seconds": 60}, r"a fraction in \[0, 1\)"),
+    ({"target_accuracy": 0.7, "target_seconds": 60, "train_seconds": 60}, "replaces --train_seconds"),
+    ({"target_accuracy": 0.7, "target_seconds": 800}, "leaves no room under the trial timeout of 900 s"),
+    ({"weight_decay": -1e-4}, "weight_decay: must be >= 0"),
+])
+def test_time_to_accuracy_settings_that_cannot_work_are_config_errors(proxy, message):
+    with pytest.raises(ValueError, match=message):
+        ProxyConfig(**proxy)
+
+
+def test_a_time_to_accuracy_search_minimises_seconds_to_target():
+    config = SearchConfig(output_dir="x", proxy=ProxyConfig(target_accuracy=0.7, target_seconds=60))
+    assert (config.objective, config.mode) == ("seconds_to_target", "min")
+    assert (SearchConfig(output_dir="x").objective, SearchConfig(output_dir="x").mode) == ("val_accuracy", "max")
 
 
 def test_a_proxy_that_cannot_feed_a_batch_fails_before_the_journal(tmp_path):

@@ -195,5 +195,4 @@ def test_the_benchmark_commands_algorithm_defaults_are_the_algorithms():
     for name in ("population_size", "sample_size"):
         assert benchmark.FLAGS[name].default == getattr(declared, name)
         assert benchmark.FLAGS[name].help.startswith(("P:", "S:"))
-    assert RegularizedEvolution(NasBench201Space()).params() == {"population_size": declared.population_size,
-                                                                  "sample_size": declared.sample_size}
+    assert RegularizedEvolution(NasBench201Space()).params() == declared.to_config()

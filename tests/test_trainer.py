@@ -94,6 +94,26 @@ def test_a_timed_candidate_fixes_its_step_count_and_a_slow_one_is_measured_untra
     assert slow["latency_ms"] > 1e-6 and np.isnan(slow["val_accuracy"]) and "train_seconds" not in slow
 
 
+def test_a_time_to_accuracy_candidate_stops_at_the_target_and_a_miss_ranks_after_every_hit():
+    hit = train_candidate(TINY, ProxyConfig(epochs=20, filters=8, target_accuracy=0.3, target_seconds=60,
+                                            epochs_per_eval=0.5, weight_decay=5e-4, warmup_epochs=0.5))
+    assert hit["best_val_accuracy"] >= hit["val_accuracy"] >= 0.3 and hit["epochs"] < 20  # stopped early
+    assert hit["seconds_to_target"] == hit["time_to_target_s"] <= hit["train_seconds"] < 60
+    assert hit["evaluations"] == round(hit["epochs"] / 0.5) and hit["train_steps"] % 11 == 0  # 22 steps an epoch
+    miss = train_candidate(TINY, ProxyConfig(epochs=1, filters=4, target_accuracy=0.99, target_seconds=30,
+                                             learning_rate=1e-4))
+    assert "time_to_target_s" not in miss and miss["evaluations"] == 4 and miss["epochs"] == 1
+    assert miss["seconds_to_target"] == pytest.approx(30 * (1 + 0.99 - miss["best_val_accuracy"]))
+
+
+def test_warm_up_then_cosine():
+    from trainer.fused_optimizer import RestartingCosine
+
+    schedule = RestartingCosine(0.1, 100, warmup=10)
+    assert [round(float(schedule(s)), 4) for s in (0, 5, 10, 55, 100)] == [0.0, 0.05, 0.1, 0.05, 0.0]
+    assert float(RestartingCosine(0.1, 100)(0)) == pytest.approx(0.1)  # no warm-up: the peak at once
+
+
 @pytest.mark.integration
 def test_nan_loss_is_a_candidate_failure():
     with pytest.raises(CandidateFailed, match="NaN loss"):

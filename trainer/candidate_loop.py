@@ -67,16 +67,22 @@ def record_steps(state_dir: str | None, steps: int, step_ms: float) -> None:
         os.replace(temp, os.path.join(state_dir, STEPS_FILE))
 
 
-def train_step_function(model: keras.Model, optimizer: MomentumSGD, precision: str) -> Callable:
-    """One traced training step (loss scaling under mixed_float16); it returns the batch's loss."""
+def train_step_function(model: keras.Model, optimizer: MomentumSGD, precision: str, weight_decay: float = 0.0
+                        ) -> Callable:
+    """One traced training step (loss scaling under mixed_float16; with `weight_decay`, L2 on the
+    kernels as `amoeba train` has it); it returns the batch's loss, the decay excluded."""
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     loss_scale = DynamicLossScale() if precision == "mixed_float16" else None
+    kernels = [v for v in model.trainable_variables if len(v.shape) > 1]
 
     @tf.function(autograph=False)
     def train_step(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
         with tf.GradientTape() as tape:
             loss = loss_fn(y, tf.cast(model(x, training=True), tf.float32))
-            scaled = loss * loss_scale.scale if loss_scale else loss
+            total = loss
+            if weight_decay:
+                total = loss + weight_decay * tf.add_n([tf.nn.l2_loss(tf.cast(v, tf.float32)) for v in kernels])
+            scaled = total * loss_scale.scale if loss_scale else total
         grads = tape.gradient(scaled, model.trainable_variables)
         if loss_scale:
             loss_scale.apply(grads, optimizer.apply)
@@ -106,17 +112,26 @@ class ProxyTraining:
                  rungs: RungPlan | None, state_dir: str | None) -> None:
         self.data, self.proxy, self.state_dir = data, proxy, state_dir
         self.timed = proxy.train_seconds > 0 and rungs is None
+        self.targeted = proxy.target_accuracy > 0 and rungs is None
         self.total_steps, self.calibration_ms = fixed_steps(state_dir) if self.timed else (None, None)
         self.ends = list(rungs.epochs) if rungs else [ALL_EPOCHS if self.timed else proxy.epochs]
         self.steps_per_epoch = len(data.x_train) // proxy.batch_size
         self.schedule = RestartingCosine(proxy.learning_rate, self._schedule_steps(self.ends[0]),
-                                         hold=CALIBRATION_STEPS + 1 if self.timed else 0)
+                                         hold=CALIBRATION_STEPS + 1 if self.timed else 0,
+                                         warmup=proxy.warmup_epochs * self.steps_per_epoch)
         self.optimizer = MomentumSGD(model.trainable_variables, self.schedule, proxy.momentum)  # before the trace
-        self.train_step = train_step_function(model, self.optimizer, proxy.precision)
+        self.train_step = train_step_function(model, self.optimizer, proxy.precision, proxy.weight_decay)
         self.eval_step = eval_step_function(infer)
         self.eval_batch = min(EVAL_BATCH, len(data.x_val))
         self.first_step_seconds = 0.0  # this call's first step: its trace
         self.step_seconds: list[float] = []  # steady steps (the first, traced one excluded)
+        # --target_accuracy: evaluated every eval_steps; the curve is (training seconds, accuracy)
+        self.eval_steps = max(1, round(proxy.epochs_per_eval * self.steps_per_epoch))
+        self.t_train, self.eval_seconds, self.stopped = 0.0, 0.0, False
+        self.curve: list[tuple[float, float]] = []
+        self.reached_s: float | None = None
+        self.last_evaluation: dict[str, Any] | None = None
+        self.evaluated_steps = -1
 
     def _schedule_steps(self, epochs: int) -> int:
         return self.total_steps or self.steps_per_epoch * min(epochs, 1 << 20)
@@ -129,17 +144,22 @@ class ProxyTraining:
         time limit starts after the data is in memory, and again at each rung."""
         self.schedule.steps.assign(float(self._schedule_steps(self.ends[rung] - done_epochs)))
         self.optimizer.iterations.assign(0)
-        t_train = time.perf_counter()
+        t_train = self.t_train = time.perf_counter()
+        self.eval_seconds = 0.0
         deadline = t_train + self.proxy.timeout_s if self.proxy.timeout_s else math.inf
         train_ds = train_pipeline(self.data.x_train, self.data.y_train, self.proxy.batch_size,
                                   self.proxy.seed + done_epochs, self.proxy.spec.augment)
         rung_steps, train_loss = 0, math.nan
         for epoch in range(done_epochs, self.ends[rung]):
             train_loss, rung_steps = self._train_epoch(train_ds, epoch, rung_steps, deadline)
-            if self._steps_done(rung_steps):
+            if self._steps_done(rung_steps) or self.stopped:
                 self.ends[rung] = epoch + 1
                 break
-        return rung_steps, train_loss, time.perf_counter() - t_train
+        return rung_steps, train_loss, self._trained_seconds()
+
+    def _trained_seconds(self) -> float:
+        """Seconds since the rung's training began, the evaluations of --target_accuracy excluded."""
+        return time.perf_counter() - self.t_train - self.eval_seconds
 
     def _train_epoch(self, train_ds: tf.data.Dataset, epoch: int, rung_steps: int, deadline: float
                      ) -> tuple[float, int]:
@@ -159,6 +179,9 @@ class ProxyTraining:
                 self._calibrate(rung_steps)
             if self._steps_done(rung_steps):
                 break
+            if self.targeted and self._target_check(rung_steps):
+                self.stopped = True
+                break
         train_loss = float(loss_sum) / max(epoch_steps, 1)
         if not math.isfinite(train_loss):
             raise CandidateFailed(f"NaN loss: mean training loss {train_loss} in epoch {epoch}")
@@ -171,6 +194,40 @@ class ProxyTraining:
         # the hold covers the calibration: a trial that reads this count trains alike
         self.schedule.steps.assign(float(self.total_steps))
         record_steps(self.state_dir, self.total_steps, self.calibration_ms)
+
+    def _target_check(self, rung_steps: int) -> bool:
+        """--target_accuracy: evaluate when one is due (or the time is up); whether to stop."""
+        trained = self._trained_seconds()
+        over = trained >= self.proxy.target_seconds
+        if rung_steps % self.eval_steps == 0 or over:
+            self._evaluate_on_the_way(rung_steps, trained)
+        return self.reached_s is not None or over
+
+    def _evaluate_on_the_way(self, rung_steps: int, trained: float) -> None:
+        evaluation = self.evaluate()
+        self.eval_seconds += evaluation["eval_seconds"]
+        self.last_evaluation, self.evaluated_steps = evaluation, rung_steps
+        self.curve.append((trained, evaluation["val_accuracy"]))
+        if self.reached_s is None and evaluation["val_accuracy"] >= self.proxy.target_accuracy:
+            self.reached_s = trained
+
+    def final_evaluation(self, rung_steps: int) -> dict[str, Any]:
+        """The evaluation a rung's metrics report: with --target_accuracy the last one on the way
+        (a fresh one, on the curve, if training ended between two)."""
+        if not self.targeted:
+            return self.evaluate()
+        if self.evaluated_steps != rung_steps:
+            self._evaluate_on_the_way(rung_steps, self._trained_seconds())
+        return self.last_evaluation
+
+    def target_metrics(self) -> dict[str, float | None]:
+        """seconds_to_target, the objective: the training seconds to the target accuracy, or for a
+        candidate that missed it target_seconds x (1 + the accuracy it lacked at its best)."""
+        best = max(accuracy for _, accuracy in self.curve)
+        proxy = self.proxy
+        missed = proxy.target_seconds * (1 + proxy.target_accuracy - best)
+        return {"seconds_to_target": self.reached_s if self.reached_s is not None else missed,
+                "time_to_target_s": self.reached_s, "best_val_accuracy": best, "evaluations": len(self.curve)}
 
     def evaluate(self) -> dict[str, float | None]:
         """Accuracy and mean loss on the validation images, the latency at the evaluation batch
@@ -212,6 +269,8 @@ class ProxyTraining:
         if self.timed:
             metrics.update(train_steps=rung_steps, calibration_step_ms=self.calibration_ms,
                            epochs=rung_steps / self.steps_per_epoch)
+        if self.targeted:
+            metrics.update(self.target_metrics(), train_steps=rung_steps, epochs=rung_steps / self.steps_per_epoch)
         return {k: v for k, v in metrics.items() if v is not None}
 
 
@@ -230,8 +289,8 @@ def train_through_rungs(run: ProxyTraining, rungs: RungPlan | None, checkpoint: 
     for rung in range(first_rung, len(run.ends)):
         epochs = run.ends[rung] - done_epochs
         rung_steps, train_loss, train_seconds = run.train_rung(rung, done_epochs)
-        metrics = run.rung_metrics(rung == first_rung, rung_steps, train_loss, train_seconds, run.evaluate(),
-                                   before)
+        metrics = run.rung_metrics(rung == first_rung, rung_steps, train_loss, train_seconds,
+                                   run.final_evaluation(rung_steps), before)
         done_epochs = run.ends[rung]
         if rungs is not None:
             metrics.update(rung=rung, epochs=done_epochs, seconds_per_epoch=train_seconds / epochs,

@@ -66,15 +66,21 @@ class DynamicLossScale:
 
 
 class RestartingCosine:
-    """`peak` for the first `hold` steps, then cosine decay to 0 at `steps`; both changeable between
-    rungs (and after a --train_seconds calibration) without a retrace."""
+    """A linear warm-up from 0 over `warmup` steps (with `hold`, `peak` for the first `hold` steps),
+    then cosine decay to 0 at `steps`; `steps` changeable between rungs (and after a --train_seconds
+    calibration) without a retrace."""
 
-    def __init__(self, peak: float, steps: int, hold: int = 0) -> None:
+    def __init__(self, peak: float, steps: int, hold: int = 0, warmup: float = 0.0) -> None:
         self.peak = peak
         self.steps = tf.Variable(float(steps), trainable=False)
-        self.hold = float(hold)
+        self.warmup = float(warmup)
+        self.hold = max(float(hold), self.warmup)
 
     def __call__(self, step: tf.Tensor) -> tf.Tensor:
-        decayed = tf.maximum(tf.cast(step, tf.float32) - self.hold, 0.0)
+        step = tf.cast(step, tf.float32)
+        decayed = tf.maximum(step - self.hold, 0.0)
         progress = tf.minimum(decayed, self.steps - self.hold) / tf.maximum(self.steps - self.hold, 1.0)
-        return self.peak * 0.5 * (1.0 + tf.cos(math.pi * progress))
+        cosine = self.peak * 0.5 * (1.0 + tf.cos(math.pi * progress))
+        if not self.warmup:
+            return cosine
+        return tf.where(step < self.warmup, self.peak * step / self.warmup, cosine)

@@ -21,7 +21,10 @@ reachable, each choice a small set:
 
 The stem is a 3x3 conv of F filters and BN (trainer/nasnet_macro.py builds the network). A
 mutation changes one macro choice (with probability `macro_prob`; ordinal ones by one step) or one
-element of a cell the network uses, as the paper's space changes it. Pure Python: no TensorFlow, Ray or global random state.
+element of a cell the network uses, as the paper's space changes it; one that would leave the network
+as it was is drawn again. The key is the network's: two genotypes that build the same network (an
+unused cell aside, or h1 where h1 and h0 are one tensor) share it, so results, dedup and promote see
+one network. Pure Python: no TensorFlow, Ray or global random state.
 """
 
 from __future__ import annotations
@@ -31,13 +34,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from searchspace.mutations import draw
-from searchspace.nasnet import CELL_NAMES, NasNetGenotype, NasNetSpace, make_cell
+from searchspace.nasnet import CELL_NAMES, Block, NasNetGenotype, NasNetSpace, make_cell
 from searchspace.ops import NASNET_SEARCH_OPS
 
 STACKS = (3, 4)  # stacks in a network: the paper's 3 (2 reductions), or 4 as ResNet-9 has
 MACRO_FILTERS = (8, 12, 16, 24, 32, 48, 64)
 REDUCTIONS = ("cell", "conv_pool", "strided_conv")
 PROJECTIONS = ("conv_1x1", "none")
+NOOP_REDRAWS = 20  # draws of a mutation that must change the network before the last one is taken as it is
 
 
 @dataclass(frozen=True)
@@ -102,7 +106,31 @@ class MacroGenotype(NasNetGenotype):
         return len(self.normal.blocks)
 
     def key(self) -> str:
-        return f"{super().key()}|macro[{self.macro.key()}]"
+        """The network's key: genotypes that build the same network share it. A cell the network
+        does not use is `unused` (the normal cell without normal cells, the reduction cell under a
+        fixed reduction), so is the projection without cells; where every normal cell reads one
+        tensor as both inputs, its h1 is written h0."""
+        macro = self.macro
+        has_normal = any(macro.cells_per_stack)
+        has_reduction_cell = macro.reduction == "cell"
+        normal = self.normal
+        if has_normal and self.one_input_everywhere():
+            normal = make_cell([Block(tuple(0 if i == 1 else i for i in b.inputs), b.ops) for b in normal.blocks],
+                               normal.concat)
+        projection = macro.projection if has_normal or has_reduction_cell else "unused"
+        cells = ".".join(map(str, macro.cells_per_stack))
+        return (f"normal[{normal.key() if has_normal else 'unused'}]|"
+                f"reduction[{self.reduction.key() if has_reduction_cell else 'unused'}]|"
+                f"macro[cells={cells};F={macro.filters};reduction={macro.reduction};projection={projection}]")
+
+    def one_input_everywhere(self) -> bool:
+        """Whether every normal cell reads one tensor as both its inputs (trainer/nasnet_macro.py):
+        each is the first of its stack, its stack starts from the stem or a fixed reduction, and
+        nothing projects the tensor (projection "none"; its width is the stack's)."""
+        macro = self.macro
+        cells = macro.cells_per_stack
+        fresh_starts = macro.reduction != "cell" or not any(cells[1:])
+        return macro.projection == "none" and max(cells) <= 1 and fresh_starts
 
     def __str__(self) -> str:
         return f"{self.macro.key()} | {super().__str__()}"
@@ -254,11 +282,20 @@ class NasNetMacroSpace:
         return MacroGenotype(cells.normal, cells.reduction, macro=macro)
 
     def mutate(self, parent: MacroGenotype, rng: random.Random) -> tuple[MacroGenotype, str]:
-        """Identity with `identity_prob`; else one macro choice with `macro_prob` (drawn uniformly from
-        MACRO_MUTATIONS), else one element of a cell the network uses (the reduction cell only when it
-        reduces, the normal cell only when a stack has one) as NasNetSpace.mutate changes it."""
+        """Identity with `identity_prob`; else one change to the network: one macro choice with
+        `macro_prob` (drawn uniformly from MACRO_MUTATIONS), else one element of a cell the network
+        uses (the reduction cell only when it reduces, the normal cell only when a stack has one) as
+        NasNetSpace.mutate changes it. A change that leaves the network as it was (the same key: h0
+        for h1 where both are one tensor) is drawn again, up to NOOP_REDRAWS times."""
         if rng.random() < self.identity_prob:
             return parent, "identity"
+        for _ in range(NOOP_REDRAWS):
+            child, what = self._change(parent, rng)
+            if child.key() != parent.key():
+                break
+        return child, what
+
+    def _change(self, parent: MacroGenotype, rng: random.Random) -> tuple[MacroGenotype, str]:
         used = [name for name, on in (("normal", any(parent.macro.cells_per_stack)),
                                       ("reduction", parent.macro.reduction == "cell")) if on]
         if rng.random() < self.macro_prob or not used:
@@ -267,4 +304,3 @@ class NasNetMacroSpace:
             return MACRO_MUTATIONS[name](self, parent, rng)
         child, what = self.cell_space(parent.num_blocks).mutate_cell(parent, rng.choice(used), rng)
         return MacroGenotype(child.normal, child.reduction, macro=parent.macro), what
-

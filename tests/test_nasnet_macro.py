@@ -1,6 +1,7 @@
 """The macro space (--space=nasnet_macro): genotypes, sampling, one mutation per child, JSON, the
 search settings that choose it, and the networks it builds."""
 
+import dataclasses
 import json
 import random
 
@@ -71,11 +72,13 @@ def test_each_child_changes_one_macro_choice_by_a_step_or_one_element_of_a_used_
         changed = differences(parent, child)
         if what == "identity":
             assert child == parent
-        elif what.startswith(("normal", "reduction")):  # an element: the paper's mutation, maybe a no-op
-            assert len(changed) <= 1 and child.macro == parent.macro
+        else:
+            assert child.key() != parent.key(), what  # every other mutation changes the network
+        if what.startswith(("normal", "reduction")):  # an element: the paper's mutation
+            assert len(changed) == 1 and child.macro == parent.macro
             assert what.startswith("normal") or parent.macro.reduction == "cell"
             assert what.startswith("reduction") or any(parent.macro.cells_per_stack)
-        else:
+        elif what != "identity":
             assert len(changed) == 1 and what.startswith("macro "), (what, changed)
             seen.add(changed[0])
         if "blocks" in changed:
@@ -91,6 +94,44 @@ def test_each_child_changes_one_macro_choice_by_a_step_or_one_element_of_a_used_
         assert set(op for c in (child.normal, child.reduction) for b in c.blocks for op in b.ops) <= set(OPS)
         parent = child
     assert seen == {"cells_per_stack", "filters", "reduction", "projection", "blocks", "stacks"}
+
+
+def with_macro(genotype: MacroGenotype, **fields) -> MacroGenotype:
+    return dataclasses.replace(genotype, macro=dataclasses.replace(genotype.macro, **fields))
+
+
+# ResNet-9's normal cell reading h1 where it reads h0: in a network whose every normal cell is the
+# first of its stack after a fixed reduction, both are one tensor.
+H1_FIRST = make_cell([Block((1, 0), ("plain_conv_3x3", "none")), Block((2, 2), ("plain_conv_3x3", "none"))])
+OTHER_REDUCTION = make_cell([Block((0, 1), ("sep_conv_3x3", "max_pool_3x3")), Block((2, 0), ("conv_1x1", "none"))])
+
+
+@pytest.mark.parametrize("a, b, same", [
+    (RESNET9_LIKE, MacroGenotype(H1_FIRST, RESIDUAL, macro=RESNET9_LIKE.macro), True),
+    (RESNET9_LIKE, MacroGenotype(RESIDUAL, OTHER_REDUCTION, macro=RESNET9_LIKE.macro), True),  # reduction cell unused
+    (with_macro(RESNET9_LIKE, projection="conv_1x1"), MacroGenotype(H1_FIRST, RESIDUAL, macro=Macro(
+        (0, 1, 0, 1), 64, "conv_pool", "conv_1x1")), False),  # h0 projected, h1 not: two tensors
+    (with_macro(RESNET9_LIKE, cells_per_stack=(0, 2, 0, 1)), MacroGenotype(H1_FIRST, RESIDUAL, macro=Macro(
+        (0, 2, 0, 1), 64, "conv_pool", "none")), False),  # a stack's second cell reads two states
+    (with_macro(RESNET9_LIKE, reduction="cell"), MacroGenotype(RESIDUAL, OTHER_REDUCTION, macro=Macro(
+        (0, 1, 0, 1), 64, "cell", "none")), False),
+    (with_macro(RESNET9_LIKE, cells_per_stack=(0, 0, 0, 0), projection="conv_1x1"),
+     MacroGenotype(H1_FIRST, OTHER_REDUCTION, macro=Macro((0, 0, 0, 0), 64, "conv_pool", "none")), True),
+])
+def test_the_key_is_the_networks_and_the_builder_agrees(a, b, same):
+    from trainer.models import ModelSpec, build_model
+
+    assert (a.key() == b.key()) is same
+    configs = [build_model(ModelSpec("nasnet_macro", 10, 8, genotype=with_macro(g, filters=4))).get_config()
+               for g in (a, b)]
+    assert (configs[0] == configs[1]) is same
+
+
+def test_no_mutation_but_identity_leaves_resnet9_as_it_was():
+    rng = random.Random(0)
+    for _ in range(300):
+        child, what = SPACE.mutate(RESNET9_LIKE, rng)
+        assert what == "identity" or child.key() != RESNET9_LIKE.key(), what
 
 
 def test_sampling_and_mutation_follow_the_seed_and_the_space_comes_back_from_its_config():

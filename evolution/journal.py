@@ -50,7 +50,7 @@ class JournalLock:
             ) from None
         lock_file.truncate(0)
         holder = {"pid": os.getpid(), "host": socket.gethostname(),
-                  "since": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+                  "since": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "time": round(time.time(), 3)}
         lock_file.write(json.dumps(holder).encode())
         lock_file.flush()
         self._file: IO[bytes] | None = lock_file
@@ -59,6 +59,34 @@ class JournalLock:
         if self._file is not None:
             self._file.close()  # closing the file drops the flock
             self._file = None
+
+
+def journal_in_use(journal_path: str) -> bool:
+    """Whether a live process holds the journal's lock (a search running now); creates nothing."""
+    try:
+        lock_file = open(journal_path + ".lock", "rb")
+    except FileNotFoundError:
+        return False
+    with lock_file:
+        try:
+            fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return True
+            raise
+        fcntl.flock(lock_file, fcntl.LOCK_UN)
+        return False
+
+
+def last_holder(journal_path: str) -> dict:
+    """What the journal's last (or present) writer wrote of itself: pid, host, since and, from
+    2026-12-03, `time` (when its run began); {} when there is no lock file or it is unreadable."""
+    try:
+        with open(journal_path + ".lock", "rb") as f:
+            holder = json.loads(f.read(4096))
+    except (OSError, ValueError):
+        return {}
+    return holder if isinstance(holder, dict) else {}
 
 
 def _read_holder(lock_file: IO[bytes]) -> str:

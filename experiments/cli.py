@@ -90,6 +90,15 @@ def usage() -> str:
     return "\n".join(lines)
 
 
+def unknown_subcommand(name: str) -> str:
+    """One line for a subcommand that does not exist, with the nearest one when it is close."""
+    import difflib
+
+    near = difflib.get_close_matches(name, COMMANDS, n=1, cutoff=0.6)
+    hint = f" (did you mean {near[0]}?)" if near else ""
+    return f"amoeba: unknown subcommand {name!r}{hint}; amoeba --help lists them: {', '.join(COMMANDS)}"
+
+
 def run(argv: list[str] | None = None) -> None:
     """Console-script entry point; exits 2 on a usage error, 1 on bad input."""
     argv = list(sys.argv if argv is None else argv)
@@ -98,7 +107,7 @@ def run(argv: list[str] | None = None) -> None:
         print(usage())
         return
     if len(argv) < 2 or argv[1] not in COMMANDS:
-        print(usage(), file=sys.stderr)
+        print(usage() if len(argv) < 2 else unknown_subcommand(argv[1]), file=sys.stderr)
         sys.exit(2)
     name = argv[1]
     command = importlib.import_module(f"experiments.commands.{name}")

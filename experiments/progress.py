@@ -26,25 +26,35 @@ def _duration(seconds: float) -> str:
     return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
 
 
-def status_line(algorithm: SearchAlgorithm, max_trials: int) -> str:
-    """done / failed / running / left, and the best so far."""
+def status_line(algorithm: SearchAlgorithm, max_trials: int, stopped: bool = False) -> str:
+    """done / failed / running / left, and the best so far (with the validation images it is over,
+    where the trial reported them). `stopped`: no driver runs now, so the trials in flight are the
+    ones the next run re-issues."""
     done = algorithm.completed()
     running = len(algorithm.pending())
     failed = sum(o.status == "failed" for o in algorithm.outcomes.values())
     infeasible = sum(o.status == "infeasible" for o in algorithm.outcomes.values())
     left = max(0, max_trials - done - running)
     best = ranking.best(algorithm)
-    best_text = f"best {algorithm.score(best[1].metrics):.4f} (trial {best[0].trial_id})" if best else "no best yet"
+    best_text = "no best yet"
+    if best:
+        images = best[1].metrics.get("validation_images")
+        on = f", {int(images):,} validation images" if images else ""
+        best_text = f"best {algorithm.score(best[1].metrics):.4f} (trial {best[0].trial_id}{on})"
     over = f", {infeasible} infeasible" if infeasible else ""
-    return f"{done}/{max_trials} done ({failed} failed{over}), {running} running, {left} left; {best_text}"
+    flight = f"{running} in flight when it stopped (re-issued on resume)" if stopped and running else f"{running} running"
+    return f"{done}/{max_trials} done ({failed} failed{over}), {flight}, {left} left; {best_text}"
 
 
-def pace(finished: int, elapsed_s: float, left: int) -> str:
-    """Trials per hour over `elapsed_s`, and the ETA of `left` more trials at that pace."""
+def pace(finished: int, elapsed_s: float, left: int, stopped: bool = False) -> str:
+    """Trials per hour over `elapsed_s`, and the ETA of `left` more trials at that pace (none when
+    `stopped`: nothing runs)."""
     if finished <= 0 or elapsed_s <= 0:
-        return "-- trials/h; ETA --"
+        return "-- trials/h; " + ("stopped" if stopped and left > 0 else "ETA --")
     rate = finished / elapsed_s * 3600
-    return f"{rate:.1f} trials/h; " + (f"ETA {_duration(left / rate * 3600)}" if left > 0 else "finished")
+    if left <= 0:
+        return f"{rate:.1f} trials/h; finished"
+    return f"{rate:.1f} trials/h; " + ("stopped" if stopped else f"ETA {_duration(left / rate * 3600)}")
 
 
 def progress_line(algorithm: SearchAlgorithm, max_trials: int, done_at_start: int, elapsed_s: float) -> str:
@@ -54,12 +64,20 @@ def progress_line(algorithm: SearchAlgorithm, max_trials: int, done_at_start: in
             f"{pace(done - done_at_start, elapsed_s, max_trials - done)}")
 
 
-def journal_pace(algorithm: SearchAlgorithm, max_trials: int) -> str:
-    """The pace between the first and the last result the journal times (a running search's, too)."""
+def journal_pace(algorithm: SearchAlgorithm, max_trials: int, run_started: float | None = None,
+                 stopped: bool = False) -> str:
+    """The pace of the last run (from `run_started`, when its lock file says; to now while it
+    runs, to its last result once `stopped`), else between the first and the last result the
+    journal times; the idle time between runs is not in it."""
     times = sorted(o.told_at for o in algorithm.outcomes.values() if o.told_at is not None)
+    left = max_trials - algorithm.completed()
+    if run_started is not None:
+        mine = [t for t in times if t >= run_started]
+        if mine:
+            return pace(len(mine), (mine[-1] if stopped else time.time()) - run_started, left, stopped)
     if len(times) < 2:
-        return pace(0, 0, 0)
-    return pace(len(times) - 1, times[-1] - times[0], max_trials - algorithm.completed())
+        return pace(0, 0, left if stopped else 0, stopped)
+    return pace(len(times) - 1, times[-1] - times[0], left, stopped)
 
 
 class ProgressCallback(Callback):

@@ -28,6 +28,7 @@ from searchspace import MacroGenotype, nasnet_genotype_from_json
 from experiments import ranking
 from experiments.layout import CONFIG, JOURNAL, PLAN, RESULT
 from experiments.promote_config import PromoteConfig, baseline_model
+from experiments.noise import wilson_interval
 from experiments.resources import trial_resources
 from experiments.targets import parse_column, to_targets
 from core import storage
@@ -35,8 +36,8 @@ from core.train_config import PROGRESS, TrainConfig, config_from_saved
 
 RESULT_KEY = "promote_result"  # the trial's result.json, as JSON text in its Tune report
 COMPARISON_COLUMNS = [
-    "name", "kind", "model", "status", "params", "multiply_adds", "top1", "top5", "epochs", "wall_seconds",
-    "images_per_sec", "filters", "search_trial_id", "search_val_accuracy", "search_dir", "error",
+    "name", "kind", "model", "status", "params", "multiply_adds", "top1", "top1_low", "top1_high", "eval_images",
+    "chance_top1", "top5", "epochs", "wall_seconds", "images_per_sec", "filters", "search_trial_id", "search_val_accuracy", "search_dir", "error",
 ]  # and after images_per_sec, time, training multiply-adds and cost to each target (experiments/targets.py)
 MATCH_TOLERANCE = 0.1  # the paper compares cells at equal size: within 10% of the target's parameters
 
@@ -193,8 +194,7 @@ def open_plan(config: PromoteConfig) -> list[PlannedModel]:
     settings = config.settings()
     if storage.exists(path):
         saved = storage.read_json(path)
-        changed = [f"{k}: {saved['settings'].get(k)!r} -> {v!r}" for k, v in settings.items()
-                   if saved["settings"].get(k) != v]
+        changed = changed_settings(saved["settings"], settings)
         if changed:
             raise ValueError(f"{config.output_dir} was promoted with other settings ({'; '.join(changed)}): "
                              "rerun with the same flags to resume it, or use a new --output_dir")
@@ -203,6 +203,19 @@ def open_plan(config: PromoteConfig) -> list[PlannedModel]:
     storage.write_json(path, {"settings": settings, "models": [dataclasses.asdict(m) for m in planned],
                               "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     return planned
+
+
+def changed_settings(saved: dict[str, Any], now: dict[str, Any], prefix: str = "") -> list[str]:
+    """`name: old -> new` for each setting that differs, a nested one (the recipe's) by its own
+    dotted name, so a changed learning rate reads `recipe.learning_rate: 0.1 -> 0.05`."""
+    changed = []
+    for key in sorted(set(saved) | set(now)):
+        old, new = saved.get(key), now.get(key)
+        if isinstance(old, dict) and isinstance(new, dict):
+            changed += changed_settings(old, new, f"{prefix}{key}.")
+        elif old != new:
+            changed.append(f"{prefix}{key}: {old!r} -> {new!r}")
+    return changed
 
 
 def _trial_name(trial: Any) -> str:
@@ -320,6 +333,7 @@ def comparison_table(config: PromoteConfig, planned: list[PlannedModel], errors:
                "error": errors.get(m.name, "")}
         row.update({k: result.get(k) for k in ("params", "multiply_adds", "top1", "top5", "epochs", "wall_seconds",
                                                 "images_per_sec")})
+        row.update(_top1_noise(result, trained.model_dir))
         row.update(to_targets(result.get("history", []), config.targets(), result.get("multiply_adds"),
                               trained.train_batch_size, config.cost_per_hour))
         rows.append(row)
@@ -329,7 +343,17 @@ def comparison_table(config: PromoteConfig, planned: list[PlannedModel], errors:
     return pd.DataFrame(rows, columns=columns).astype(INTEGER_COLUMNS)
 
 
-INTEGER_COLUMNS = {"params": "Int64", "multiply_adds": "Int64", "filters": "Int64", "search_trial_id": "Int64"}
+def _top1_noise(result: dict, model_dir: str) -> dict:
+    """The top-1's evaluation images, its Wilson 95% interval (experiments/noise.py) and chance
+    (1 / the classes in the model dir's labels.txt); None where unknown."""
+    n, top1 = result.get("num_eval_images"), result.get("top1")
+    low, high = wilson_interval(top1, n) if n and top1 is not None else (None, None)
+    labels = storage.join(model_dir, "labels.txt")
+    classes = len([l for l in storage.read_text(labels).splitlines() if l.strip()]) if storage.exists(labels) else 0
+    return {"top1_low": low, "top1_high": high, "eval_images": n, "chance_top1": 1 / classes if classes else None}
+
+
+INTEGER_COLUMNS = {"eval_images": "Int64", "params": "Int64", "multiply_adds": "Int64", "filters": "Int64", "search_trial_id": "Int64"}
 
 
 def write_comparison(output_dir: str, table: pd.DataFrame) -> None:
@@ -340,12 +364,12 @@ def write_comparison(output_dir: str, table: pd.DataFrame) -> None:
 def read_comparison(output_dir: str) -> pd.DataFrame:
     """comparison.csv as write_comparison wrote it, counts as integers."""
     table = pd.read_csv(io.StringIO(storage.read_text(storage.join(output_dir, "comparison.csv"))))
-    return table.astype(INTEGER_COLUMNS)
+    return table.astype({k: v for k, v in INTEGER_COLUMNS.items() if k in table})  # older ones lack eval_images
 
 
 def comparison_text(table: pd.DataFrame) -> str:
     """The comparison as a terminal table: the columns a reader compares, best top-1 first."""
-    shown = ["name", "status", "params", "multiply_adds", "top1", "top5", "epochs", "wall_seconds", "images_per_sec",
+    shown = ["name", "status", "params", "multiply_adds", "top1", "top1_low", "top1_high", "eval_images", "top5", "epochs", "wall_seconds", "images_per_sec",
              *[c for c in table if (parse_column(c) or ("",))[0] in ("time", "cost")]]
     shown = [c for c in shown if c in table and (table[c].notna().any() or c in ("name", "status"))]
     ordered = table.sort_values("top1", ascending=False, na_position="last")[shown]

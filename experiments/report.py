@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from evolution import resume
-from experiments import ranking
+from experiments import noise, ranking
 from experiments.layout import CONFIG, JOURNAL, PLAN, RESULT
 from experiments.promote import best_distinct_trials, comparison_text, read_comparison
 from experiments.report_figures import (  # noqa: F401 - pareto_front: its public name here too
@@ -119,11 +119,14 @@ def promote_verdict(table: pd.DataFrame) -> str | None:
     if searched.empty or baselines.empty:
         return None
     cell, base = searched.loc[searched.top1.idxmax()], baselines.loc[baselines.top1.idxmax()]
-    word = "beats" if cell.top1 > base.top1 else ("ties" if cell.top1 == base.top1 else "does not beat")
-    sentences = [f"On accuracy, the best searched cell, {cell['name']} (top-1 {cell.top1:.4f}, "
+    n_cell, n_base = (_images(row) for row in (cell, base))
+    word = noise.compared(cell.top1, n_cell, base.top1, n_base)
+    chance = f" Chance is {cell.chance_top1:.4f}." if pd.notna(cell.get("chance_top1")) else ""
+    sentences = [f"On accuracy, the best searched cell, {cell['name']} (top-1 {noise.shown(cell.top1, n_cell)}, "
                  f"{int(cell.params):,} parameters), {word} the best baseline, {base['name']} (top-1 "
-                 f"{base.top1:.4f}, {int(base.params):,} parameters), after {cell.epochs:.1f} and {base.epochs:.1f} "
-                 "epochs."]
+                 f"{noise.shown(base.top1, n_base)}, {int(base.params):,} parameters), after {cell.epochs:.1f} and "
+                 f"{base.epochs:.1f} epochs{' (95% intervals overlap)' if word.startswith('is within') else ''}."
+                 f"{chance}"]
     for column in ok:
         parsed = parse_column(column)
         if not parsed or parsed[0] == "macs" or ok[column].isna().all():
@@ -132,6 +135,12 @@ def promote_verdict(table: pd.DataFrame) -> str | None:
         what = f"{measure} to {metric} {target:g}" if target else f"{measure} to the {metric} target"
         sentences.append(_race(searched, baselines, column, what, "min" if measure == "time" else "$"))
     return " ".join(sentences)
+
+
+def _images(row: pd.Series) -> int | None:
+    """The evaluation images a row's top-1 is over (a comparison written before they were kept: None)."""
+    n = row.get("eval_images")
+    return int(n) if n is not None and pd.notna(n) else None
 
 
 def _race(searched: pd.DataFrame, baselines: pd.DataFrame, column: str, what: str, unit: str) -> str:
@@ -170,6 +179,43 @@ def _html_table(table: pd.DataFrame) -> str:
 
 
 
+def promote_display(table: pd.DataFrame) -> pd.DataFrame:
+    """The comparison as the report shows it, narrow enough for a 1280 px window: top-1 with its 95%
+    interval in one column, sizes in millions, times in seconds and training multiply-adds in
+    teraMACs under short headers; the columns a reader does not compare (model family, search dir,
+    chance: the verdict says it) left out, and the error column only when a model failed."""
+    def millions(v: Any) -> str:
+        return f"{v / 1e6:.2f}M" if pd.notna(v) else ""
+
+    def top1(row: pd.Series) -> str:
+        if pd.isna(row.top1):
+            return ""
+        interval = row.get("top1_low")
+        return f"{row.top1:.4f}" + (f" [{interval:.3f}, {row.top1_high:.3f}]" if pd.notna(interval) else "")
+
+    shown = pd.DataFrame({"name": table["name"], "kind": table["kind"], "status": table["status"],
+                          "params": table["params"].map(millions), "MACs": table["multiply_adds"].map(millions),
+                          "top-1 [95%]": table.apply(top1, axis=1) if len(table) else [],
+                          "eval images": table.get("eval_images"), "top-5": table["top5"],
+                          "epochs": table["epochs"], "wall s": table["wall_seconds"], "images/s": table["images_per_sec"]})
+    for column in table:
+        parsed = parse_column(column)
+        if not parsed or table[column].isna().all():
+            continue
+        measure, metric, target = parsed
+        at = f"{metric} {target:g}" if target else metric
+        if measure == "time":
+            shown[f"s to {at}"] = table[column]
+        elif measure == "macs":
+            shown[f"TMACs to {at}"] = table[column].map(lambda v: f"{v / 1e12:.2f}" if pd.notna(v) else "")
+        else:
+            shown[f"$ to {at}"] = table[column]
+    shown["search score"] = table["search_val_accuracy"]
+    if table["error"].notna().any() and (table["error"].fillna("") != "").any():
+        shown["error"] = table["error"]
+    return shown.dropna(axis=1, how="all")
+
+
 def _settings_block(run: SearchRun | PromoteRun) -> str:
     return f"<details><summary>{html.escape(run.name)}</summary><pre>{html.escape(json.dumps(run.settings, indent=2, sort_keys=True))}</pre></details>"
 
@@ -199,6 +245,9 @@ window.addEventListener("load", function () {
     else { console.error("figure did not render: " + f.getAttribute("data-figure")); }
   });
   document.body.setAttribute("data-figures-drawn", drawn + "/" + figures.length);
+  var wide = Array.from(document.querySelectorAll(".scroll")).filter(function (d) {
+    return d.scrollWidth > d.clientWidth + 1; }).length;  // tables a reader must scroll sideways
+  document.body.setAttribute("data-wide-tables", String(wide));
 });
 """
 
@@ -249,8 +298,7 @@ def _promote_sections(promotes: list[PromoteRun], body: list[str], text: list[st
     body.append("<h2>Promoted models and baselines</h2>")
     for run in promotes:
         shown = run.table.sort_values("top1", ascending=False)
-        dropped = ["search_dir"] + (["error"] if not shown.error.notna().any() else [])
-        body += [f"<h3>{html.escape(run.name)}</h3>", _html_table(shown.drop(columns=dropped))]
+        body += [f"<h3>{html.escape(run.name)}</h3>", _html_table(promote_display(shown))]
         text += [f"Promoted: {run.name}", comparison_text(run.table)]
         verdict = promote_verdict(run.table)
         if verdict:

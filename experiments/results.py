@@ -15,7 +15,7 @@ from experiments.layout import BEST, RESULTS
 from core.storage import write_json, write_text
 
 COLUMNS = [
-    "trial_id", "parent_id", "mutation", "genotype", "key", "status", "rung", "epochs", "val_accuracy", "params",
+    "trial_id", "parent_id", "mutation", "genotype", "key", "status", "rung", "epochs", "val_accuracy", "validation_images", "params",
     "multiply_adds", "latency_ms", "latency_ms_batch", "step_ms", "train_steps", "train_seconds", "images_per_sec",
     "trial_seconds", "told_at", "on_front", "error",
 ]
@@ -40,6 +40,7 @@ def results_table(algorithm: SearchAlgorithm) -> pd.DataFrame:
                 "rung": metrics.get("rung"),
                 "epochs": metrics.get("epochs"),
                 "val_accuracy": metrics.get("val_accuracy"),
+                "validation_images": metrics.get("validation_images"),
                 "params": metrics.get("params"),
                 "multiply_adds": metrics.get("multiply_adds"),
                 "latency_ms": metrics.get("latency_ms"),
@@ -63,7 +64,7 @@ def results_table(algorithm: SearchAlgorithm) -> pd.DataFrame:
     extra = [g.metric for g in algorithm.goals] + (["reward"] if algorithm.reward else []) + _target_columns(algorithm)
     columns = COLUMNS + [c for c in extra if c not in COLUMNS]
     table = pd.DataFrame(rows, columns=columns)
-    whole = {"parent_id": "Int64", "params": "Int64", "multiply_adds": "Int64", "rung": "Int64", "train_steps": "Int64"}
+    whole = {"parent_id": "Int64", "validation_images": "Int64", "params": "Int64", "multiply_adds": "Int64", "rung": "Int64", "train_steps": "Int64"}
     epochs = table.epochs.dropna()
     if (epochs == epochs.round()).all():  # rungs' epochs; a --train_seconds search's are fractions
         whole["epochs"] = "Int64"

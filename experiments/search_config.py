@@ -261,8 +261,10 @@ def open_search(config: SearchConfig) -> SearchAlgorithm:
     """
     if not config.trainable:
         check_proxy(config.proxy)
-    os.makedirs(config.output_dir, exist_ok=True)
     journal = os.path.join(config.output_dir, JOURNAL)
+    if not (os.path.exists(journal) and os.path.getsize(journal) > 0):
+        config.new_algorithm()  # the algorithm's own checks (S <= P, ...) before anything is written
+    os.makedirs(config.output_dir, exist_ok=True)
     config_path = os.path.join(config.output_dir, CONFIG)
     lock = JournalLock(journal)  # one driver per search, from before it reads or writes anything
     if os.path.exists(journal) and os.path.getsize(journal) > 0:

@@ -42,9 +42,22 @@ def test_show_bad_genotype_names_the_field(tmp_path):
     assert "reduction cell, block 2, inputs[0]: 7" in result.stderr
 
 
-def test_unknown_subcommand_prints_usage():
-    result = amoeba("train-everything")
-    assert result.returncode == 2 and "usage: amoeba" in result.stderr
+def test_show_a_search_dir_shows_its_best_genotype_or_says_what_to_give(tmp_path):
+    (tmp_path / "best_genotype.json").write_text(json.dumps({"genotype": AMOEBANET_D.to_json()}))
+    assert amoeba("show", str(tmp_path)).stdout == amoeba("show", "amoebanet_d").stdout
+    (tmp_path / "empty").mkdir()
+    result = amoeba("show", str(tmp_path / "empty"))
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert f"{tmp_path / 'empty'}: a directory without best_genotype.json; give a search's output dir" in result.stderr
+
+
+def test_an_unknown_subcommand_is_one_line_with_the_nearest_name():
+    result = amoeba("serch")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "amoeba: unknown subcommand 'serch' (did you mean search?); amoeba --help lists them: " +
+        ", ".join(__import__("experiments.cli", fromlist=["COMMANDS"]).COMMANDS)]
+    assert "did you mean" not in amoeba("train-everything").stderr
 
 
 def test_flagfile_is_read_and_validated(tmp_path):
@@ -53,7 +66,7 @@ def test_flagfile_is_read_and_validated(tmp_path):
     flagfile.write_text(open(config).read() + f"--output_dir={tmp_path / 'out'}\n--sample_size=11\n")
     result = amoeba("search", f"--flagfile={flagfile}")
     assert result.returncode != 0 and "sample_size" in result.stderr
-    assert not (tmp_path / "out" / "journal.jsonl").exists()
+    assert not (tmp_path / "out").exists()  # nothing written: no search_config.json, no lock file
 
 
 @pytest.mark.integration  # a fresh process importing TensorFlow

@@ -328,3 +328,39 @@ def test_amoeba_prepare_fake_imagenet(tmp_path, amoeba):
     assert (info.num_train_images, info.num_eval_images, info.num_classes, info.label_offset) == (12, 5, 3, 1)
     labels = sorted(r["image/class/label"] for r in read_records(str(out / "train-*")))
     assert labels == [1] * 4 + [2] * 4 + [3] * 4
+
+
+def test_progress_into_a_log_is_plain_lines(capsys):
+    from trainer.shard_writer import Progress
+
+    progress = Progress(3, "writing", enabled=True)  # capsys's stdout is not a terminal
+    for _ in range(3):
+        progress.add()
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\b" not in out and "\r" not in out
+    assert out.splitlines() == ["writing", "  3/3 rows (100%)"]
+
+
+def test_a_typod_label_stops_prepare_naming_its_rows_unless_the_classes_are_trusted(small):
+    tmp_path, train_csv, eval_csv = small
+    typo = write_csv(tmp_path / "typo.csv", open(train_csv).read().splitlines() + ["img/airplane/2.jpg,aeroplane"])
+    with pytest.raises(ValueError) as err:
+        prepare(PrepareConfig(typo, eval_csv, None, dry_run=True))
+    assert f"'aeroplane': 1 row(s), close to 'airplane' (2 rows): {typo}:7" in str(err.value)
+    assert "--trust_labels" in str(err.value)
+    trusted = prepare(PrepareConfig(typo, eval_csv, None, dry_run=True, trust_labels=True))
+    assert len(trusted.labels) == 4
+
+
+def test_a_label_with_a_handful_of_rows_is_suspect_and_even_classes_are_not():
+    from trainer.prepare_inputs import Row, suspicious_labels
+
+    def rows(counts):
+        return [Row("t.csv", i + 1, "x.jpg", "x.jpg", label)
+                for i, label in enumerate(l for l, n in counts.items() for _ in range(n))]
+
+    cifar_names = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+    assert suspicious_labels(rows({name: 100 for name in cifar_names})) is None  # cat/car-like pairs, even counts
+    found = suspicious_labels(rows({**{name: 100 for name in cifar_names}, "zebra": 3}))
+    assert "'zebra': 3 row(s), against a median of 100 rows per class: t.csv:1001, t.csv:1002, t.csv:1003" in found
+    assert suspicious_labels(rows({"Cat": 1, "cat": 40, "dog": 40})).startswith("1 label(s)")  # case aside

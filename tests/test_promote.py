@@ -311,3 +311,27 @@ def test_a_macro_genotype_trains_at_its_own_size_unless_the_command_line_sizes_i
         (tmp_path / name).mkdir()
         (tmp_path / name / "search_config.json").write_text(json.dumps({"proxy_space": space}))
     assert macro_searches((str(tmp_path / "macro"),)) and not macro_searches((str(tmp_path / "cells"),))
+
+
+def test_a_rerun_with_other_settings_names_only_what_changed(tmp_path):
+    from experiments.promote import PromoteConfig, open_plan
+
+    def config(**recipe):
+        return PromoteConfig(output_dir=str(tmp_path / "p"), data=str(tmp_path / "data"),
+                             recipe={"train_steps": 10, "learning_rate": 0.1, **recipe}, baselines=("resnet20",))
+
+    planned = open_plan(config())
+    assert open_plan(config()) == planned  # the same settings: the saved plan
+    with pytest.raises(ValueError) as err:
+        open_plan(config(learning_rate=0.05))
+    message = str(err.value)
+    assert "(recipe.learning_rate: 0.1 -> 0.05)" in message and "train_steps" not in message
+
+
+def test_an_unknown_baseline_fails_before_any_note_and_leaves_no_plan(tmp_path, capsys):
+    search = _with_params(str(tmp_path / "s"), [(0.5, 100)])
+    result = amoeba("promote", f"--search_dir={search}", "--baselines=resnet21", f"--data={tmp_path}",
+                    f"--output_dir={tmp_path / 'p'}", check=False)
+    assert result.returncode != 0 and "baselines: unknown 'resnet21'" in result.stderr
+    assert "comparing at equal size" not in result.stdout + result.stderr
+    assert not (tmp_path / "p" / "promote_plan.json").exists()

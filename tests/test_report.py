@@ -50,8 +50,9 @@ def _promote(folder: str, search: str) -> str:
     for i, m in enumerate(planned):
         storage.write_json(os.path.join(folder, "models", m.name, "result.json"), {
             "params": 270_000 + i, "multiply_adds": 40_000_000 + i, "top1": 0.6 - i / 10, "top5": 0.9, "epochs": 3,
-            "wall_seconds": 100.0, "images_per_sec": 50.0,
+            "wall_seconds": 100.0, "images_per_sec": 50.0, "num_eval_images": 10_000,
             "history": [{"step": 10, "wall_seconds": 60.0 * (i + 1), "top1": 0.5, "top5": 0.9}]})
+        storage.write_text(os.path.join(folder, "models", m.name, "labels.txt"), "\n".join(map(str, range(10))))
     write_comparison(folder, comparison_table(config, planned, {}))
     return folder
 
@@ -74,7 +75,9 @@ def test_report_tables_and_figures(runs):
     page, text = build_report(loaded)
     assert "regularized_evolution" in text and "random" in text and "resnet20" in text
     assert "On accuracy, the best searched cell, re-trial" in text
-    assert "), beats the best baseline, resnet20 (top-1 0.5000" in text
+    assert "), beats the best baseline, resnet20 (top-1 0.5000 [0.4902, 0.5098] on 10,000 images" in text
+    assert "Chance is 0.1000." in text
+    assert ">0.5000 [0.490, 0.510]</td>" in page and "search_dir" not in page.split("<h2>Settings")[0]
     assert re.search(r"On time to top1 0\.45, the fastest searched cell, re-trial\d+ \(1\.0 min\), beats the "
                      r"fastest baseline, resnet20 \(2\.0 min\)\.", text)
     # progress, the search's Pareto figure, the promote's top-1 against time and its Pareto figure, and the
@@ -106,14 +109,15 @@ def test_report_opens_in_headless_chromium(runs, tmp_path):
     expected = figure_count(page.read_text())
     url = f"file://{page}"
     browser = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-               "--virtual-time-budget=5000"]
+               "--virtual-time-budget=5000", "--window-size=1280,2400"]
     shown = subprocess.run([*browser, "--enable-logging=stderr", "--v=0", "--dump-dom", url],
                            capture_output=True, text=True, timeout=120)
     console = [line for line in shown.stderr.splitlines() if ":CONSOLE" in line]
     assert not console, f"console messages: {console}"
     assert f'data-figures-drawn="{expected}/{expected}"' in shown.stdout
+    assert 'data-wide-tables="0"' in shown.stdout  # at 1280 px no table scrolls sideways
     screenshot = os.path.join(os.environ.get("AMOEBA_SCREENSHOT_DIR", str(tmp_path)), "report.png")
-    subprocess.run([*browser, f"--screenshot={screenshot}", "--window-size=1280,2400", url], capture_output=True,
+    subprocess.run([*browser, f"--screenshot={screenshot}", url], capture_output=True,
                    timeout=120, check=True)
     assert os.path.getsize(screenshot) > 20_000
 
@@ -154,3 +158,32 @@ def test_the_report_results_and_promote_rank_as_the_search_did(tmp_path, setting
     assert best_trials(run).trial_id.tolist()[0] == best
     shown = amoeba("results", folder, "--top=1", "--format=json").stdout
     assert json.loads(shown)[0]["trial_id"] == best
+
+
+def test_wilson_intervals_match_the_textbook():
+    from experiments.noise import wilson_interval
+
+    assert [round(v, 4) for v in wilson_interval(0.5, 100)] == [0.4038, 0.5962]
+    assert [round(v, 4) for v in wilson_interval(0.0, 10)] == [0.0, 0.2775]  # never below 0
+    with pytest.raises(ValueError, match="one or more images"):
+        wilson_interval(0.5, 0)
+
+
+@pytest.mark.parametrize("cell, base, n, verdict", [
+    (0.10, 0.11, 200, "is within noise of"),  # two images apart, at chance: the newcomer's report
+    (0.742, 0.7673, 10_000, "does not beat"),  # intervals [0.733, 0.751] and [0.759, 0.776]
+    (0.7673, 0.742, 10_000, "beats"),
+    (0.10, 0.11, None, "does not beat"),  # a comparison from before evaluation sizes were kept
+])
+def test_the_accuracy_verdict_says_within_noise_when_the_intervals_overlap(cell, base, n, verdict):
+    import pandas as pd
+
+    from experiments.report import promote_verdict
+
+    row = {"status": "ok", "params": 1000, "epochs": 3.0, "top5": 0.9, "chance_top1": 0.1}
+    table = pd.DataFrame([{**row, "name": "cell", "kind": "searched", "top1": cell, "eval_images": n},
+                          {**row, "name": "resnet20", "kind": "baseline", "top1": base, "eval_images": n}])
+    said = promote_verdict(table)
+    assert f"cell (top-1 {cell:.4f}" in said and f"), {verdict} the best baseline, resnet20" in said
+    assert ("on 200 images" in said) is (n == 200) and "Chance is 0.1000." in said
+    assert ("95% intervals overlap" in said) is (verdict == "is within noise of")

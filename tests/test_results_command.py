@@ -19,14 +19,15 @@ def search_in_progress(out: str) -> RegularizedEvolution:
                                      journal_path=os.path.join(out, "journal.jsonl"))
     trials = [algorithm.ask() for _ in range(4)]
     algorithm.tell(trials[0].trial_id, {"val_accuracy": 0.5, "params": 100})
-    algorithm.tell(trials[1].trial_id, {"val_accuracy": 0.75, "params": 200})
+    algorithm.tell(trials[1].trial_id, {"val_accuracy": 0.75, "params": 200, "validation_images": 100})
     algorithm.tell(trials[2].trial_id, error="NaN loss: mean training loss nan in epoch 0")
     return algorithm
 
 
 def test_status_and_progress_lines_count_every_state(tmp_path):
     algorithm = search_in_progress(str(tmp_path / "s"))
-    assert status_line(algorithm, 10) == "3/10 done (1 failed), 1 running, 6 left; best 0.7500 (trial 1)"
+    assert status_line(algorithm, 10) == \
+        "3/10 done (1 failed), 1 running, 6 left; best 0.7500 (trial 1, 100 validation images)"
     line = progress_line(algorithm, 10, done_at_start=1, elapsed_s=720)
     assert line.startswith("[progress 12m00s] 3/10 done") and "10.0 trials/h" in line and "ETA 42m00s" in line
     assert progress_line(algorithm, 10, done_at_start=3, elapsed_s=5).endswith("-- trials/h; ETA --")
@@ -37,11 +38,16 @@ def test_status_and_progress_lines_count_every_state(tmp_path):
 
 def test_results_of_a_running_search_read_its_files_and_change_nothing(tmp_path):
     out = str(tmp_path / "s")
-    search_in_progress(out).close()
+    search = search_in_progress(out)  # its driver holds the journal's lock: running
     journal = open(os.path.join(out, "journal.jsonl"), "rb").read()
 
     table = amoeba("results", out).stdout
-    assert "regularized_evolution, 3/10 done (1 failed), 1 running, 6 left; best 0.7500 (trial 1)" in table
+    assert "regularized_evolution, 3/10 done (1 failed), 1 running, 6 left; best 0.7500 (trial 1, 100 " in table
+    assert "trials/h; ETA" in table
+    search.close()
+    stopped = amoeba("results", out).stdout.splitlines()[0]  # after a Ctrl-C: nothing runs, no ETA
+    assert "1 in flight when it stopped (re-issued on resume), 6 left" in stopped
+    assert stopped.endswith("trials/h; stopped"), stopped
     assert table.index("0.7500") < table.index("0.5000")  # best first
 
     rows = json.loads(amoeba("results", out, "--format=json", "--top=1").stdout)
@@ -52,6 +58,15 @@ def test_results_of_a_running_search_read_its_files_and_change_nothing(tmp_path)
     assert [line.split(",")[0] for line in csv[1:]] == ["0", "1", "2", "3"]  # every trial, pending too
     assert "pending" in csv[4] and "NaN loss" in csv[3]
     assert open(os.path.join(out, "journal.jsonl"), "rb").read() == journal
+
+
+def test_the_pace_after_a_resume_leaves_out_the_idle_time_between_runs(tmp_path):
+    algorithm = search_in_progress(str(tmp_path / "s"))
+    told = sorted(algorithm.outcomes)  # two results in the first run, then a day idle, then one 10 min in
+    at = {told[0]: 1000.0, told[1]: 1600.0, told[2]: 1000.0 + 86_400 + 600}
+    algorithm.outcomes.update({t: replace(algorithm.outcomes[t], told_at=at[t]) for t in told})
+    assert journal_pace(algorithm, 10, run_started=1000.0 + 86_400, stopped=True) == "6.0 trials/h; stopped"
+    assert journal_pace(algorithm, 10).startswith("0.1 trials/h")  # the whole journal, idle day and all
 
 
 def test_results_of_a_dir_without_a_search_say_so(tmp_path):

@@ -26,7 +26,7 @@ from core import storage
 from trainer import records
 from trainer.prepare_images import ImageInfo, encode_row, inspect_image
 from trainer.prepare_inputs import (BAD_ROWS_FILE, BadInputError, BadRow, Row, bad_rows_csv, list_bad_rows,
-                                    missing_classes, read_csv, read_labels)
+                                    missing_classes, read_csv, read_labels, suspicious_labels)
 from trainer.shard_writer import (Progress, check_output_dir, default_num_shards, ordered_map, split_evenly,
                                   write_shard)
 
@@ -49,6 +49,7 @@ class PrepareConfig:
     num_workers: int = 0  # 0: min(32, CPUs + 4) threads
     skip_bad_rows: bool = False
     dry_run: bool = False
+    trust_labels: bool = False  # derived labels that look like typos (prepare_inputs.suspicious_labels) are classes
 
     def __post_init__(self) -> None:
         if not self.train_csv or not self.eval_csv:
@@ -138,6 +139,9 @@ def prepare(config: PrepareConfig, verbose: bool = True) -> PrepareSummary:
     if config.labels:
         labels, labels_source = read_labels(config.labels), config.labels
     else:
+        suspect = None if config.trust_labels else suspicious_labels(train_rows)
+        if suspect:
+            raise ValueError(suspect)
         labels = sorted({row.label for row in train_rows})
         labels_source = f"the labels of {config.train_csv}"
     label_ids = {label: i for i, label in enumerate(labels)}

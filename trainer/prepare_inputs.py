@@ -144,6 +144,47 @@ def missing_classes(labels: Sequence[str], train_rows: Iterable[Row], labels_sou
     return f"{labels_source}: {len(missing)} class(es) with no training image: {shown}"
 
 
+RARE_SHARE = 0.1  # a derived class with fewer rows than this share of the median class is suspect
+NEAR_RATIO = 0.8  # difflib's similarity at which two labels look like one spelt two ways
+
+
+def suspicious_labels(train_rows: Sequence[Row]) -> str | None:
+    """Labels derived from the training CSV that look like typos, each with its rows (file:line),
+    or None: a label with fewer rows than RARE_SHARE of the median class's, or one spelt nearly
+    as a label with at least twice its rows (`aeroplane` beside `airplane`; case and punctuation
+    aside, or difflib's ratio of NEAR_RATIO or more)."""
+    import difflib
+    import statistics
+
+    rows: dict[str, list[Row]] = {}
+    for row in train_rows:
+        rows.setdefault(row.label, []).append(row)
+    if len(rows) < 2:
+        return None
+    counts = {label: len(r) for label, r in rows.items()}
+    median = statistics.median(counts.values())
+
+    def plain(label: str) -> str:
+        return "".join(c for c in label.lower() if c.isalnum())
+
+    findings = []
+    for label, count in sorted(counts.items(), key=lambda item: (item[1], item[0])):
+        near = [other for other in counts if other != label and counts[other] >= 2 * count and (
+            plain(other) == plain(label) or difflib.SequenceMatcher(None, label.lower(), other.lower()).ratio()
+            >= NEAR_RATIO)]
+        if near or count < RARE_SHARE * median:
+            why = (f"close to {near[0]!r} ({counts[near[0]]} rows)" if near
+                   else f"against a median of {median:g} rows per class")
+            where = ", ".join(f"{r.csv_path}:{r.line}" for r in rows[label][:MAX_LISTED])
+            more = f" and {count - MAX_LISTED} more" if count > MAX_LISTED else ""
+            findings.append(f"  {label!r}: {count} row(s), {why}: {where}{more}")
+    if not findings:
+        return None
+    return (f"{len(findings)} label(s) of the training CSV look like typos, not classes:\n" + "\n".join(findings) +
+            "\nfix those rows, or say the classes are right with --labels=labels.txt (one class per line) "
+            "or --trust_labels")
+
+
 def bad_rows_csv(bad_rows: Sequence[BadRow]) -> str:
     """The bad rows as CSV text (csv, line, path, reason), for bad_rows.csv."""
     out = io.StringIO()

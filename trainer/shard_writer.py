@@ -14,6 +14,7 @@ import math
 import os
 import sys
 import threading
+import time
 from typing import Callable, Iterable, Iterator, TypeVar
 
 import tensorflow as tf
@@ -41,23 +42,33 @@ def ordered_map(pool: concurrent.futures.Executor, fn: Callable[[T], R], items: 
 
 
 class Progress:
-    """A thread-safe keras Progbar of rows done; silent when disabled."""
+    """A thread-safe count of rows done: keras's Progbar on a terminal; elsewhere (a log file, a
+    pipe) a plain line every PLAIN_EVERY_S seconds and at the end, with no escape codes or
+    backspaces (Progbar writes them whatever stdout is). Silent when disabled."""
+
+    PLAIN_EVERY_S = 10.0
 
     def __init__(self, total: int, title: str, enabled: bool) -> None:
         self._lock = threading.Lock()
         self._done = 0
+        self._total = total
         self._bar = None
+        self._plain = enabled and bool(total) and not sys.stdout.isatty()
+        self._shown_at = time.monotonic()
         if enabled and total:
             print(title, flush=True)
-            interval = 0.05 if sys.stdout.isatty() else 10.0
-            self._bar = tf.keras.utils.Progbar(total, unit_name="row", interval=interval)
+            if not self._plain:
+                self._bar = tf.keras.utils.Progbar(total, unit_name="row", interval=0.05)
 
     def add(self, count: int = 1) -> None:
         with self._lock:
             self._done += count
             if self._bar is not None:
                 self._bar.update(self._done)
-
+            elif self._plain and (self._done >= self._total or
+                                  time.monotonic() - self._shown_at >= self.PLAIN_EVERY_S):
+                self._shown_at = time.monotonic()
+                print(f"  {self._done:,}/{self._total:,} rows ({100 * self._done / self._total:.0f}%)", flush=True)
 
 
 def write_shard(path: str, serialized: Iterable[bytes]) -> int:

@@ -38,6 +38,9 @@ flags.DEFINE_integer("num_shards_eval", 0, "Evaluation shards (0: one per ~1,000
 flags.DEFINE_integer("num_workers", 0, "Threads reading and decoding images (0: CPUs + 4, at most 32).",
                      lower_bound=0, **F)
 flags.DEFINE_boolean("skip_bad_rows", False, "Leave bad rows out (listed in bad_rows.csv) instead of failing.", **F)
+flags.DEFINE_boolean("trust_labels", False, "Without --labels, take every label of the training CSV as a class, "
+                     "even one with a handful of rows or spelt nearly as another (otherwise those stop prepare, "
+                     "naming their rows).", **F)
 flags.DEFINE_boolean("dry_run", False, "Check every row and print the counts; write nothing.", **F)
 flags.DEFINE_boolean("fake_imagenet", False, "Write a fake ImageNet-format set instead of converting CSVs.", **F)
 flags.DEFINE_integer("num_train", 1024, "--fake_imagenet: training images.", lower_bound=1, **F)
@@ -50,7 +53,7 @@ flags.DEFINE_integer("label_offset", 1, "--fake_imagenet, --index_tfrecords: sto
 flags.DEFINE_string("index_tfrecords", None, "Write metadata.json for the TFRecords in this dir.", **F)
 flags.DEFINE_integer("seed", 0, "--fake_imagenet: random seed.", **F)
 
-_CSV_FLAGS = ("train_csv", "eval_csv", "labels", "skip_bad_rows", "dry_run", "num_workers")
+_CSV_FLAGS = ("train_csv", "eval_csv", "labels", "skip_bad_rows", "dry_run", "num_workers", "trust_labels")
 _FAKE_FLAGS = ("num_train", "num_eval", "num_classes", "image_size", "label_offset", "seed")
 
 
@@ -81,7 +84,8 @@ def _convert() -> None:
     config = PrepareConfig(
         train_csv=FLAGS.train_csv, eval_csv=FLAGS.eval_csv, output_dir=FLAGS.output_dir, labels=FLAGS.labels,
         num_shards_train=FLAGS.num_shards_train, num_shards_eval=FLAGS.num_shards_eval,
-        num_workers=FLAGS.num_workers, skip_bad_rows=FLAGS.skip_bad_rows, dry_run=FLAGS.dry_run)
+        num_workers=FLAGS.num_workers, skip_bad_rows=FLAGS.skip_bad_rows, dry_run=FLAGS.dry_run,
+        trust_labels=FLAGS.trust_labels)
     print(prepare(config).describe())
 
 

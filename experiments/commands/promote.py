@@ -44,12 +44,14 @@ def main(args: list[str]) -> None:
         nasnet = bool(fields["search_dirs"]) and not macro_searches(fields["search_dirs"])  # macro: own size
         fields["match_params"], note = default_match_params(FLAGS.output_dir, fields["baselines"], nasnet,
                                                             FLAGS["filters"].present)
-        if note:
-            print(note, flush=True)
+    else:
+        note = None
     try:
         size_flags = tuple(name for name in ("filters", "num_cells") if FLAGS[name].present)
         config = build(PromoteConfig, {**fields, "recipe": recipe_from_flags(FLAGS, "promote"),
                                        "size_flags": size_flags})
+        if note:  # once the settings are known to be good
+            print(note, flush=True)
         table = run_promote(config)
     except (ValueError, FileNotFoundError, ClusterTooSmall) as err:
         raise app.UsageError(str(err)) from None

@@ -24,6 +24,7 @@ flags.DEFINE_bool("front", False, "Show the trials on the front of the search's 
 
 def main(args: list[str]) -> None:
     from evolution import JournalError, resume
+    from evolution.journal import journal_in_use, last_holder
     from experiments.progress import journal_pace, status_line
     from experiments.layout import CONFIG, JOURNAL
     from experiments.results import as_text, front_trials, results_table, shown_columns, top_trials
@@ -51,6 +52,9 @@ def main(args: list[str]) -> None:
     else:
         config_path = os.path.join(out, CONFIG)
         max_trials = read_json(config_path)["max_trials"] if os.path.exists(config_path) else len(algorithm.trials)
-        print(f"{out}: {algorithm.name}, {status_line(algorithm, max_trials)}; {journal_pace(algorithm, max_trials)}")
+        stopped = not journal_in_use(journal)  # nothing holds the lock: no driver runs
+        run_started = last_holder(journal).get("time")
+        print(f"{out}: {algorithm.name}, {status_line(algorithm, max_trials, stopped)}; "
+              f"{journal_pace(algorithm, max_trials, run_started, stopped)}")
         print(as_text(table[shown_columns(algorithm, table, status=True)]) if len(table) else
               "no successful trial yet" if algorithm.outcomes else "no trial finished yet")

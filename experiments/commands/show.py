@@ -1,7 +1,7 @@
 """amoeba show NAME_OR_JSON [--format=text|json|dot|svg|png --output=FILE]: a genotype, readably or drawn.
 
-NAME_OR_JSON: a reference name (amoebanet_a, amoebanet_d, nasnet_a), a JSON string, or a JSON
-file (a genotype, or a search's best_genotype.json). text lists the blocks, json is the genotype's
+NAME_OR_JSON: a reference name (amoebanet_a, amoebanet_d, nasnet_a), a JSON string, a JSON
+file (a genotype, or a search's best_genotype.json), or a search's output dir (its best genotype). text lists the blocks, json is the genotype's
 JSON, dot is Graphviz source of both cells, svg and png are drawn by Graphviz's `dot` (Debian's
 `graphviz` package). Written to --output, or to stdout (png needs --output).
 """
@@ -29,6 +29,12 @@ def load_genotype(text: str) -> NasNetGenotype:
     """A reference name, a JSON string, or a path to a JSON file; ValueError says which failed."""
     if text in REFERENCES:
         return REFERENCES[text]
+    if os.path.isdir(text):  # a search's output dir: its best genotype
+        best = os.path.join(text, "best_genotype.json")
+        if not os.path.isfile(best):
+            raise ValueError(f"{text}: a directory without best_genotype.json; give a search's output dir, "
+                             f"a genotype JSON file or a reference name ({', '.join(sorted(REFERENCES))})")
+        text = best
     if os.path.exists(text):
         with open(text, encoding="utf-8") as f:
             source, raw = text, f.read()

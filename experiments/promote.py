@@ -367,6 +367,23 @@ def read_comparison(output_dir: str) -> pd.DataFrame:
     return table.astype({k: v for k, v in INTEGER_COLUMNS.items() if k in table})  # older ones lack eval_images
 
 
+def export_winner(config: PromoteConfig, table: pd.DataFrame) -> str:
+    """Export the finished model with the best top-1 (ties: fewer parameters) from its checkpoint as
+    a SavedModel to `config.export_dir` (trainer/export.py); its name. ValueError when none finished."""
+    from trainer.export import export_model
+    from trainer.train import load_trainer
+
+    ok = table[table.status == "ok"]
+    if ok.empty:
+        raise ValueError("--export_dir: no model finished, nothing to export")
+    winner = ok.sort_values(["top1", "params"], ascending=[False, True]).iloc[0]["name"]
+    planned = next(m for m in open_plan(config) if m.name == winner)
+    trainer = load_trainer(model_config(config, planned).model_dir, config.data)
+    export_model(trainer.model, config.export_dir, trainer.config.image_size, trainer.info.labels,
+                 trainer.config.center_crop)
+    return winner
+
+
 def comparison_text(table: pd.DataFrame) -> str:
     """The comparison as a terminal table: the columns a reader compares, best top-1 first."""
     shown = ["name", "status", "params", "multiply_adds", "top1", "top1_low", "top1_high", "eval_images", "top5", "epochs", "wall_seconds", "images_per_sec",

@@ -50,6 +50,8 @@ class PromoteConfig:
                                                   "and cost to (DAWNBench: the first evaluation at or over each; "
                                                   "e.g. 0.5,0.7).", free=True)
     target_top5: tuple[float, ...] = _setting((), "Top-5 accuracies to measure them to.", free=True)
+    export_dir: str | None = _setting(None, "Export the most accurate model (top-1) as a SavedModel here at the end, "
+                                            "for `amoeba predict` and TF Serving.", free=True)
     cost_per_hour: float = _setting(0.0, "Price of one trial's resources per hour: the cost to the targets "
                                          "(DAWNBench's cost; 0: not shown).", free=True)
     cpus_per_trial: float = _as_search("cpus_per_trial", "CPUs per model (0: the cluster's CPUs shared out among "

@@ -197,7 +197,8 @@ def promote_display(table: pd.DataFrame) -> pd.DataFrame:
                           "params": table["params"].map(millions), "MACs": table["multiply_adds"].map(millions),
                           "top-1 [95%]": table.apply(top1, axis=1) if len(table) else [],
                           "eval images": table.get("eval_images"), "top-5": table["top5"],
-                          "epochs": table["epochs"], "wall s": table["wall_seconds"], "images/s": table["images_per_sec"]})
+                          "epochs": table["epochs"], "wall s": table["wall_seconds"],
+                          "images/s": table["images_per_sec"]})
     for column in table:
         parsed = parse_column(column)
         if not parsed or table[column].isna().all():

@@ -316,7 +316,7 @@ def test_amoeba_prepare_command(small, amoeba):
     code, _, stderr = amoeba("--fake_imagenet", f"--output_dir={folder / 'f'}", f"--train_csv={train}")
     assert code == 1 and "--fake_imagenet does not take --train_csv" in stderr
     code, _, stderr = amoeba(f"--output_dir={folder / 'x'}")
-    assert code == 1 and "needs --train_csv and --eval_csv" in stderr
+    assert code == 1 and "needs --train_csv or --train_dir, and --eval_csv, --eval_dir or --eval_fraction" in stderr
 
 
 def test_amoeba_prepare_fake_imagenet(tmp_path, amoeba):
@@ -364,3 +364,38 @@ def test_a_label_with_a_handful_of_rows_is_suspect_and_even_classes_are_not():
     found = suspicious_labels(rows({**{name: 100 for name in cifar_names}, "zebra": 3}))
     assert "'zebra': 3 row(s), against a median of 100 rows per class: t.csv:1001, t.csv:1002, t.csv:1003" in found
     assert suspicious_labels(rows({"Cat": 1, "cat": 40, "dog": 40})).startswith("1 label(s)")  # case aside
+
+
+def test_photos_in_class_folders_with_a_held_out_share_or_an_eval_folder(small, amoeba):
+    tmp_path, _, _ = small
+    photos = tmp_path / "img"  # img/CLASS/N.jpg: 3 classes of 3
+    (photos / "cat" / "notes.txt").write_text("not an image: skipped, as Keras skips it")
+    out = tmp_path / "out"
+    summary = prepare(PrepareConfig(train_dir=str(photos), eval_fraction=0.34, output_dir=str(out)), verbose=False)
+    assert (summary.num_train_images, summary.num_eval_images) == (6, 3)
+    assert summary.labels == ("airplane", "cat", "ship")
+    assert (out / "labels.txt").read_text() == "airplane\ncat\nship\n"
+    evaluated = read_records(str(out / "validation-*"))
+    assert sorted(r["image/class/text"].decode() for r in evaluated) == ["airplane", "cat", "ship"]
+    assert json.loads((out / "metadata.json").read_text())["source"]["eval_fraction"] == 0.34
+
+    both = prepare(PrepareConfig(train_dir=str(photos), eval_dir=str(photos), output_dir=None, dry_run=True))
+    assert (both.num_train_images, both.num_eval_images) == (9, 9)
+    code, stdout, _ = amoeba(f"--train_dir={photos}", "--eval_fraction=0.34", "--dry_run")
+    assert code == 0 and "would write: 6 training images in 1 shard(s), 3 evaluation images in 1 shard(s), 3 cl" in stdout
+
+
+def test_class_folders_name_a_bad_image_by_its_path_and_an_empty_class(small):
+    tmp_path, _, _ = small
+    photos = tmp_path / "img"
+    (photos / "cat" / "broken.jpg").write_bytes(b"not a jpeg")
+    with pytest.raises(BadInputError, match=f"{photos}/cat/broken.jpg: "):
+        prepare(PrepareConfig(train_dir=str(photos), eval_fraction=0.34, dry_run=True))
+    (photos / "cat" / "broken.jpg").unlink()
+    (photos / "dog").mkdir()
+    with pytest.raises(ValueError, match="'dog'"):
+        prepare(PrepareConfig(train_dir=str(photos), eval_fraction=0.34, dry_run=True))
+    with pytest.raises(ValueError, match="give one of --eval_csv, --eval_dir or --eval_fraction"):
+        PrepareConfig(train_dir=str(photos), dry_run=True)
+    with pytest.raises(ValueError, match="not a folder"):
+        prepare(PrepareConfig(train_dir=str(tmp_path / "nowhere"), eval_fraction=0.2, dry_run=True))

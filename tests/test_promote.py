@@ -193,8 +193,18 @@ def test_promote_end_to_end_on_fake_imagenet(tmp_path, shared_ray):
     cell = out / "models" / "search-trial1"
     kept = os.path.getmtime(out / "models" / "resnet20" / "result.json")
     os.remove(cell / "result.json")
-    again = amoeba(*command)
+    winner_dir = tmp_path / "winner"
+    again = amoeba(*command, f"--export_dir={winner_dir}")  # where to export is free on a rerun
     assert "search-trial1: already trained" not in again.stdout and "resnet20: already trained" in again.stdout
+    final = pd.read_csv(out / "comparison.csv").sort_values(["top1", "params"], ascending=[False, True])
+    assert f"exported {final.name.iloc[0]} (the most accurate) as a SavedModel to {winner_dir}" in again.stdout
+    import tensorflow as tf
+
+    photo = tmp_path / "photo.jpg"
+    photo.write_bytes(tf.io.encode_jpeg(tf.fill([20, 24, 3], tf.constant(90, tf.uint8))).numpy())
+    predicted = json.loads(amoeba("predict", f"--export_dir={winner_dir}", str(photo), "--format=json",
+                                  "--top_k=4").stdout)
+    assert sorted(p["class_id"] for p in predicted[0]["predictions"]) == [0, 1, 2, 3]  # the fake set's classes
     assert os.path.getmtime(out / "models" / "resnet20" / "result.json") == kept
     assert json.loads((cell / "result.json").read_text())["steps"] == 6  # not 12: resumed at its last step
     assert (pd.read_csv(out / "comparison.csv").status == "ok").all()

@@ -26,7 +26,8 @@ from core import storage
 from trainer import records
 from trainer.prepare_images import ImageInfo, encode_row, inspect_image
 from trainer.prepare_inputs import (BAD_ROWS_FILE, BadInputError, BadRow, Row, bad_rows_csv, list_bad_rows,
-                                    missing_classes, read_csv, read_labels, suspicious_labels)
+                                    missing_classes, read_csv, read_folders, read_labels, split_off,
+                                    suspicious_labels)
 from trainer.shard_writer import (Progress, check_output_dir, default_num_shards, ordered_map, split_evenly,
                                   write_shard)
 
@@ -40,20 +41,27 @@ SHUFFLE_SEED = 0
 
 @dataclass(frozen=True)
 class PrepareConfig:
-    train_csv: str
-    eval_csv: str
-    output_dir: str | None  # may be None only for a dry run
-    labels: str | None = None  # labels.txt; None: the training CSV's sorted unique labels
+    train_csv: str | None = None  # `path,label` rows; or train_dir
+    eval_csv: str | None = None  # or eval_dir, or eval_fraction
+    output_dir: str | None = None  # may be None only for a dry run
+    labels: str | None = None  # labels.txt; None: the class folders, or the training CSV's sorted unique labels
     num_shards_train: int = 0  # 0: about IMAGES_PER_SHARD (trainer/shard_writer.py) images per shard
     num_shards_eval: int = 0
     num_workers: int = 0  # 0: min(32, CPUs + 4) threads
     skip_bad_rows: bool = False
     dry_run: bool = False
     trust_labels: bool = False  # derived labels that look like typos (prepare_inputs.suspicious_labels) are classes
+    train_dir: str | None = None  # a folder of class folders of images (Keras's image_dataset_from_directory)
+    eval_dir: str | None = None
+    eval_fraction: float = 0.0  # this share of each class of the training set, held out (seeded) to evaluate
 
     def __post_init__(self) -> None:
-        if not self.train_csv or not self.eval_csv:
-            raise ValueError("give both train_csv and eval_csv")
+        if bool(self.train_csv) == bool(self.train_dir):
+            raise ValueError("give --train_csv (path,label rows) or --train_dir (one folder of images per class)")
+        if sum(bool(v) for v in (self.eval_csv, self.eval_dir, self.eval_fraction)) != 1:
+            raise ValueError("give one of --eval_csv, --eval_dir or --eval_fraction (a share of the training set)")
+        if not 0.0 <= self.eval_fraction < 1.0:
+            raise ValueError(f"eval_fraction: a share in (0, 1), got {self.eval_fraction}")
         if not self.output_dir and not self.dry_run:
             raise ValueError("give output_dir (only a dry run goes without)")
         for name in ("num_shards_train", "num_shards_eval", "num_workers"):
@@ -133,17 +141,16 @@ def prepare(config: PrepareConfig, verbose: bool = True) -> PrepareSummary:
     ValueError (BadInputError for bad rows) for bad input, before anything is written."""
     if config.output_dir:
         check_output_dir(config.output_dir)
-    train_rows, bad = read_csv(config.train_csv)
-    eval_rows, eval_bad = read_csv(config.eval_csv)
-    bad += eval_bad
+    train_rows, eval_rows, bad, classes = _read_inputs(config)
+    train_source = config.train_csv or config.train_dir
     if config.labels:
         labels, labels_source = read_labels(config.labels), config.labels
     else:
         suspect = None if config.trust_labels else suspicious_labels(train_rows)
         if suspect:
             raise ValueError(suspect)
-        labels = sorted({row.label for row in train_rows})
-        labels_source = f"the labels of {config.train_csv}"
+        labels = classes or sorted({row.label for row in train_rows})
+        labels_source = f"the class folders of {train_source}" if classes else f"the labels of {train_source}"
     label_ids = {label: i for i, label in enumerate(labels)}
     missing = missing_classes(labels, (r for r in train_rows if r.label in label_ids), labels_source)
     if missing:
@@ -151,7 +158,7 @@ def prepare(config: PrepareConfig, verbose: bool = True) -> PrepareSummary:
 
     workers = config.workers()
     good, checked_bad = _check_rows(train_rows + eval_rows, label_ids, labels_source, workers, verbose)
-    bad = sorted(bad + checked_bad, key=lambda b: (b.csv_path != config.train_csv, b.csv_path, b.line))
+    bad = sorted(bad + checked_bad, key=lambda b: (b.csv_path != train_source, b.csv_path, b.line, b.path))
     if bad and not config.skip_bad_rows:
         raise BadInputError(bad)
     train_ids = {id(row) for row in train_rows}
@@ -160,9 +167,10 @@ def prepare(config: PrepareConfig, verbose: bool = True) -> PrepareSummary:
     missing = missing_classes(labels, (row for row, _ in train), labels_source + " (after leaving out bad rows)")
     if missing:
         raise ValueError(f"{missing}; bad rows left out:\n{list_bad_rows(bad)}")
-    for rows, csv_path in ((train, config.train_csv), (evaluation, config.eval_csv)):
+    eval_source = config.eval_csv or config.eval_dir or f"{config.eval_fraction:g} of {train_source}"
+    for rows, source in ((train, train_source), (evaluation, eval_source)):
         if not rows:
-            raise ValueError(f"CSV {csv_path}: no usable rows; bad rows left out:\n{list_bad_rows(bad)}")
+            raise ValueError(f"{source}: no usable rows; bad rows left out:\n{list_bad_rows(bad)}")
     random.Random(SHUFFLE_SEED).shuffle(train)
     num_train_shards = min(config.num_shards_train or default_num_shards(len(train)), len(train))
     num_eval_shards = min(config.num_shards_eval or default_num_shards(len(evaluation)), len(evaluation))
@@ -173,6 +181,24 @@ def prepare(config: PrepareConfig, verbose: bool = True) -> PrepareSummary:
 
     _write_output(config, labels, train, evaluation, bad, summary, workers, verbose)
     return summary
+
+
+def _read_inputs(config: PrepareConfig) -> tuple[list[Row], list[Row], list[BadRow], list[str] | None]:
+    """(training rows, evaluation rows, malformed rows, the class folders or None) from the CSVs or
+    the folders, the evaluation rows split off the training ones with `eval_fraction`."""
+    classes = None
+    if config.train_dir:
+        (train_rows, classes), bad = read_folders(config.train_dir), []
+    else:
+        train_rows, bad = read_csv(config.train_csv)
+    if config.eval_fraction:
+        train_rows, eval_rows = split_off(train_rows, config.eval_fraction, SHUFFLE_SEED)
+    elif config.eval_dir:
+        eval_rows, _ = read_folders(config.eval_dir)
+    else:
+        eval_rows, eval_bad = read_csv(config.eval_csv)
+        bad += eval_bad
+    return train_rows, eval_rows, bad, classes
 
 
 def _write_output(config: PrepareConfig, labels: list[str], train: list[tuple[Row, ImageInfo]],
@@ -196,10 +222,13 @@ def _write_output(config: PrepareConfig, labels: list[str], train: list[tuple[Ro
     def where(path: str) -> str:
         return path if "://" in path else os.path.abspath(path)
 
+    given = {name: getattr(config, name) for name in ("train_csv", "train_dir", "eval_csv", "eval_dir")}
+    train_source = where(config.train_csv or config.train_dir)
     source = {
-        "train_csv": where(config.train_csv),
-        "eval_csv": where(config.eval_csv),
-        "labels": where(config.labels) if config.labels else f"derived: sorted labels of {where(config.train_csv)}",
+        **{name: where(value) for name, value in given.items() if value},
+        **({"eval_fraction": config.eval_fraction} if config.eval_fraction else {}),
+        "labels": where(config.labels) if config.labels else
+        f"derived: sorted {'class folders' if config.train_dir else 'labels'} of {train_source}",
         "num_bad_rows": len(bad),
         "shuffle_seed": SHUFFLE_SEED,
     }

@@ -1,5 +1,7 @@
-"""The inputs of `amoeba prepare`: CSVs of `path,label` rows and an optional labels.txt, read into
-rows and bad rows (file:line: path: reason), and the bad rows written back as a CSV.
+"""The inputs of `amoeba prepare`: CSVs of `path,label` rows, or folders of class folders (the
+layout of Keras's `image_dataset_from_directory`), and an optional labels.txt, read into rows and
+bad rows (file:line: path: reason), a stratified split of the training rows when no evaluation
+set is given, and the bad rows written back as a CSV.
 
 Relative paths are read under the CSV's folder; blank lines and a header row are skipped. This
 module must not read images, write records or build models.
@@ -14,6 +16,8 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 import tensorflow as tf
+
+from core import storage
 
 MAX_LISTED = 20  # bad rows (or missing classes) shown in a message, at most
 BAD_ROWS_FILE = "bad_rows.csv"
@@ -39,6 +43,8 @@ class BadRow:
     reason: str
 
     def __str__(self) -> str:
+        if self.line == 0:  # an image of a class folder: its path under the folder given
+            return f"{self.csv_path.rstrip('/')}/{self.path}: {self.reason}"
         return f"{self.csv_path}:{self.line}: {self.path}: {self.reason}"
 
 
@@ -115,6 +121,47 @@ def read_csv(csv_path: str) -> tuple[list[Row], list[BadRow]]:
     return rows, bad
 
 
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")  # what image_dataset_from_directory reads
+
+
+def read_folders(root: str) -> tuple[list[Row], list[str]]:
+    """The images of `root`/CLASS/... (any depth under a class folder; files by extension, case
+    aside, others skipped as Keras skips them), each a Row labelled by its class folder (line 0),
+    and the class folders, sorted. ValueError when `root` is not a folder or has no class folder."""
+    if not tf.io.gfile.isdir(root):
+        raise ValueError(f"--train_dir/--eval_dir {root}: not a folder (expected one subfolder of images per class)")
+    classes = sorted(name.rstrip("/") for name in tf.io.gfile.listdir(root)
+                     if tf.io.gfile.isdir(storage.join(root, name.rstrip("/"))))
+    if not classes:
+        raise ValueError(f"{root}: no class folders (expected {root}/CLASS/IMAGE.jpg, one subfolder per class)")
+    rows = []
+    for label in classes:
+        for folder, _, files in sorted(tf.io.gfile.walk(storage.join(root, label))):
+            for name in sorted(files):
+                if name.lower().endswith(IMAGE_EXTENSIONS):
+                    source = storage.join(folder, name)
+                    rows.append(Row(root, 0, source[len(root):].lstrip("/"), source, label))
+    return rows, classes
+
+
+def split_off(rows: Sequence[Row], fraction: float, seed: int) -> tuple[list[Row], list[Row]]:
+    """(training rows, evaluation rows): `fraction` of each class's rows (rounded; at least one of
+    a class of two or more, never its last) drawn for evaluation with a seeded shuffle per class."""
+    import random
+
+    by_label: dict[str, list[Row]] = {}
+    for row in rows:
+        by_label.setdefault(row.label, []).append(row)
+    train, evaluation = [], []
+    for label, group in sorted(by_label.items()):
+        group = list(group)
+        random.Random(f"{seed}:{label}").shuffle(group)
+        n_eval = min(max(1, round(fraction * len(group))), len(group) - 1) if len(group) >= 2 else 0
+        evaluation += group[:n_eval]
+        train += group[n_eval:]
+    return train, evaluation
+
+
 def read_labels(path: str) -> list[str]:
     """labels.txt: one label per line, line order = class id; blank lines are ignored."""
     labels, seen = [], {}
@@ -180,9 +227,9 @@ def suspicious_labels(train_rows: Sequence[Row]) -> str | None:
             findings.append(f"  {label!r}: {count} row(s), {why}: {where}{more}")
     if not findings:
         return None
-    return (f"{len(findings)} label(s) of the training CSV look like typos, not classes:\n" + "\n".join(findings) +
-            "\nfix those rows, or say the classes are right with --labels=labels.txt (one class per line) "
-            "or --trust_labels")
+    return (f"{len(findings)} label(s) of the training set look like typos, not classes:\n" + "\n".join(findings) +
+            "\nfix those rows (or folders), or say the classes are right with --labels=labels.txt (one class per "
+            "line) or --trust_labels")
 
 
 def bad_rows_csv(bad_rows: Sequence[BadRow]) -> str:

@@ -1,4 +1,5 @@
 """amoeba prepare --train_csv=CSV --eval_csv=CSV --output_dir=DIR [--labels=labels.txt] [flags]
+       amoeba prepare --train_dir=DIR [--eval_dir=DIR | --eval_fraction=0.1] --output_dir=DIR [flags]
        amoeba prepare --fake_imagenet --output_dir=DIR [--num_train --num_eval --num_classes --image_size]
        amoeba prepare --index_tfrecords=DIR --label_offset=1
 
@@ -10,6 +11,13 @@ sorted labels. Every row is checked before a shard is written: a bad row (missin
 file, unknown label, malformed line) fails the run with file:line: path: reason, unless
 --skip_bad_rows, which leaves it out and lists it in bad_rows.csv. Grey, CMYK and non-JPEG images
 are converted to RGB JPEG. --dry_run checks everything and writes nothing.
+
+--train_dir takes photos in folders instead, one subfolder per class (DIR/CLASS/IMAGE.jpg, the
+layout of Keras's image_dataset_from_directory; .jpg .jpeg .png .bmp .gif, other files skipped);
+the classes are the subfolders, sorted, and labels.txt lists them. --eval_dir is the same for the
+evaluation images; --eval_fraction holds out that share of each class of the training set instead.
+Without --labels, a label (or class folder) with a handful of rows, or spelt nearly as a larger one
+(`aeroplane` beside `airplane`), stops prepare naming its rows, unless --trust_labels.
 
 --index_tfrecords=DIR writes metadata.json and labels.txt for TFRecords made elsewhere (e.g. ImageNet
 by tensorflow/tpu's imagenet_to_gcs, with --label_offset=1): one scan counts the images.
@@ -30,6 +38,11 @@ F = {"flag_values": FLAGS}
 
 flags.DEFINE_string("train_csv", None, "CSV of training images: `path,label` rows.", **F)
 flags.DEFINE_string("eval_csv", None, "CSV of evaluation images: `path,label` rows.", **F)
+flags.DEFINE_string("train_dir", None, "Instead of --train_csv: a folder with one subfolder of images per class "
+                    "(DIR/CLASS/IMAGE.jpg, as Keras's image_dataset_from_directory reads).", **F)
+flags.DEFINE_string("eval_dir", None, "Instead of --eval_csv: the evaluation images, one subfolder per class.", **F)
+flags.DEFINE_float("eval_fraction", 0.0, "Instead of --eval_csv or --eval_dir: hold out this share of each class "
+                   "of the training set (seeded) to evaluate.", **F)
 flags.DEFINE_string("labels", None, "labels.txt, one label per line (default: the training CSV's sorted labels).",
                     **F)
 flags.DEFINE_string("output_dir", None, "New or empty folder (local or gs://) for the TFRecords.", **F)
@@ -53,7 +66,8 @@ flags.DEFINE_integer("label_offset", 1, "--fake_imagenet, --index_tfrecords: sto
 flags.DEFINE_string("index_tfrecords", None, "Write metadata.json for the TFRecords in this dir.", **F)
 flags.DEFINE_integer("seed", 0, "--fake_imagenet: random seed.", **F)
 
-_CSV_FLAGS = ("train_csv", "eval_csv", "labels", "skip_bad_rows", "dry_run", "num_workers", "trust_labels")
+_CSV_FLAGS = ("train_csv", "eval_csv", "train_dir", "eval_dir", "eval_fraction", "labels", "skip_bad_rows", "dry_run",
+              "num_workers", "trust_labels")
 _FAKE_FLAGS = ("num_train", "num_eval", "num_classes", "image_size", "label_offset", "seed")
 
 
@@ -79,10 +93,12 @@ def _convert() -> None:
 
     if _given(_FAKE_FLAGS):
         raise app.UsageError(f"{', '.join(_given(_FAKE_FLAGS))} go with --fake_imagenet only")
-    if not FLAGS.train_csv or not FLAGS.eval_csv:
-        raise app.UsageError("prepare needs --train_csv and --eval_csv (or --fake_imagenet)")
+    if not (FLAGS.train_csv or FLAGS.train_dir) or not (FLAGS.eval_csv or FLAGS.eval_dir or FLAGS.eval_fraction):
+        raise app.UsageError("prepare needs --train_csv or --train_dir, and --eval_csv, --eval_dir or --eval_fraction "
+                             "(or --fake_imagenet)")
     config = PrepareConfig(
         train_csv=FLAGS.train_csv, eval_csv=FLAGS.eval_csv, output_dir=FLAGS.output_dir, labels=FLAGS.labels,
+        train_dir=FLAGS.train_dir, eval_dir=FLAGS.eval_dir, eval_fraction=FLAGS.eval_fraction,
         num_shards_train=FLAGS.num_shards_train, num_shards_eval=FLAGS.num_shards_eval,
         num_workers=FLAGS.num_workers, skip_bad_rows=FLAGS.skip_bad_rows, dry_run=FLAGS.dry_run,
         trust_labels=FLAGS.trust_labels)

@@ -20,7 +20,8 @@ import os
 
 from absl import app, flags
 
-from experiments.promote import PromoteConfig, comparison_text, default_match_params, macro_searches, run_promote
+from experiments.promote import (PromoteConfig, comparison_text, default_match_params, export_winner, macro_searches,
+                                 run_promote)
 from experiments.recipe_flags import define_recipe_flags, recipe_from_flags
 from experiments.resources import ClusterTooSmall
 from experiments.settings import build, define_flags, flag_settings
@@ -57,6 +58,12 @@ def main(args: list[str]) -> None:
         raise app.UsageError(str(err)) from None
     print(comparison_text(table))
     print(f"wrote {os.path.join(FLAGS.output_dir, 'comparison.csv')} and comparison.json")
+    if config.export_dir:
+        try:
+            name = export_winner(config, table)
+        except ValueError as err:
+            raise app.UsageError(str(err)) from None
+        print(f"exported {name} (the most accurate) as a SavedModel to {config.export_dir}")
     failed = table[table.status != "ok"]
     if len(failed):
         reasons = ", ".join(f"{n}: {e or s}" for n, s, e in zip(failed.name, failed.status, failed.error))

@@ -37,7 +37,8 @@ from core.train_config import PROGRESS, TrainConfig, config_from_saved
 RESULT_KEY = "promote_result"  # the trial's result.json, as JSON text in its Tune report
 COMPARISON_COLUMNS = [
     "name", "kind", "model", "status", "params", "multiply_adds", "top1", "top1_low", "top1_high", "eval_images",
-    "chance_top1", "top5", "epochs", "wall_seconds", "images_per_sec", "filters", "search_trial_id", "search_val_accuracy", "search_dir", "error",
+    "chance_top1", "top5", "epochs", "wall_seconds", "images_per_sec", "filters", "search_trial_id",
+    "search_val_accuracy", "search_dir", "error",
 ]  # and after images_per_sec, time, training multiply-adds and cost to each target (experiments/targets.py)
 MATCH_TOLERANCE = 0.1  # the paper compares cells at equal size: within 10% of the target's parameters
 
@@ -102,7 +103,8 @@ def top_genotypes(search_dir: str, k: int) -> list[PlannedModel]:
     return [PlannedModel(name=f"{prefix}-trial{tid}", kind="searched",
                          model="nasnet_macro" if isinstance(algorithm.trials[tid].genotype, MacroGenotype) else "genotype",
                          genotype=algorithm.trials[tid].genotype.to_json(), search_trial_id=tid,
-                         search_val_accuracy=_search_accuracy(ranking.result_of(algorithm, tid), algorithm.objective),
+                         search_val_accuracy=_search_accuracy(ranking.result_of(algorithm, tid),
+                                                              algorithm.objective),
                          search_dir=os.path.abspath(search_dir))
             for tid in chosen]
 
@@ -353,7 +355,8 @@ def _top1_noise(result: dict, model_dir: str) -> dict:
     return {"top1_low": low, "top1_high": high, "eval_images": n, "chance_top1": 1 / classes if classes else None}
 
 
-INTEGER_COLUMNS = {"eval_images": "Int64", "params": "Int64", "multiply_adds": "Int64", "filters": "Int64", "search_trial_id": "Int64"}
+INTEGER_COLUMNS = {"eval_images": "Int64", "params": "Int64", "multiply_adds": "Int64", "filters": "Int64",
+                   "search_trial_id": "Int64"}
 
 
 def write_comparison(output_dir: str, table: pd.DataFrame) -> None:
@@ -386,7 +389,8 @@ def export_winner(config: PromoteConfig, table: pd.DataFrame) -> str:
 
 def comparison_text(table: pd.DataFrame) -> str:
     """The comparison as a terminal table: the columns a reader compares, best top-1 first."""
-    shown = ["name", "status", "params", "multiply_adds", "top1", "top1_low", "top1_high", "eval_images", "top5", "epochs", "wall_seconds", "images_per_sec",
+    shown = ["name", "status", "params", "multiply_adds", "top1", "top1_low", "top1_high", "eval_images", "top5",
+             "epochs", "wall_seconds", "images_per_sec",
              *[c for c in table if (parse_column(c) or ("",))[0] in ("time", "cost")]]
     shown = [c for c in shown if c in table and (table[c].notna().any() or c in ("name", "status"))]
     ordered = table.sort_values("top1", ascending=False, na_position="last")[shown]

@@ -36,6 +36,7 @@ from evolution.objectives import Goal, Limits, MnasReward
 from evolution.pareto import front
 from evolution.params import NoParams
 from evolution.records import Measure, Outcome, Trial, genotype_of
+from evolution.repeats import RepeatBook
 from evolution.rungs import Rungs
 from evolution.rungs import rung_rule as rule_named
 from searchspace import SearchSpace
@@ -45,7 +46,7 @@ JOURNAL_VERSION = 1
 MAX_REJECTIONS = 1000  # proposals in a row that break the limits: the limits leave no room, a config error
 
 
-class SearchAlgorithm(RungBook):
+class SearchAlgorithm(RungBook, RepeatBook):
     """Bookkeeping shared by every algorithm; subclasses supply `Params`, `_propose` and `_accept`."""
 
     name: ClassVar[str]
@@ -73,6 +74,7 @@ class SearchAlgorithm(RungBook):
         limits: Limits | Mapping[str, float] | None = None,
         measure: Measure | None = None,
         initial: Sequence[Any] = (),
+        repeats: str = "train",
         **params: Any,
     ) -> None:
         if mode not in ("max", "min"):
@@ -95,6 +97,7 @@ class SearchAlgorithm(RungBook):
         self.trials: dict[int, Trial] = {}
         self.outcomes: dict[int, Outcome] = {}
         self._start_rungs()
+        self._start_repeats(repeats, rungs is not None)
         self._reissue: deque[int] = deque()
         self._requeued: set[int] = set()  # trials put back once this run after their worker was lost
         self._journal: Journal | None = None
@@ -146,6 +149,7 @@ class SearchAlgorithm(RungBook):
             "reward": self.reward.to_config() if self.reward else None,
             "limits": self.limits.to_config(),
             "initial": [g.to_json() for g in self.initial],
+            "repeats": self.repeats,
         }
 
     @property
@@ -154,22 +158,42 @@ class SearchAlgorithm(RungBook):
         return (Goal(self.objective, self.mode),)
 
     def ask(self) -> Trial:
-        """The next trial: a re-issued in-flight one first, then a paused one the rung rule lets go
-        on (the same trial, `start_rung` its next rung), else a new proposal."""
+        """The next trial: a held one whose twin has finished, a re-issued in-flight one, a paused
+        one the rung rule lets go on (the same trial, `start_rung` its next rung), else a new
+        proposal. One identical to a running trial is held back, and under repeats "reuse" one whose
+        network has a result takes it (evolution/repeats.py): the next is proposed instead."""
+        for _ in range(MAX_REJECTIONS):
+            trial, fresh = self._next_trial()
+            if not fresh or not self._held_back(trial):
+                self._running.add(trial.trial_id)
+                return trial
+        trial, _ = self._next_trial()  # the space looks exhausted: this one trains, repeat or not
+        log.warning("%d proposals in a row repeated a network already evaluated or training; trial %s is handed "
+                    "out as it is", MAX_REJECTIONS, trial.trial_id)
+        if trial.trial_id in self._held:
+            self._held.remove(trial.trial_id)
+        self._running.add(trial.trial_id)
+        return trial
+
+    def _next_trial(self) -> tuple[Trial, bool]:
+        """The next candidate hand-out, and whether it is a new or re-issued trial (not a continuation)."""
+        released = self._releasable()
+        if released is not None:
+            return replace(self.trials[released], start_rung=len(self.rung_results.get(released, ()))), True
         if self._reissue:
             trial = self.trials[self._reissue.popleft()]
             self._write({"event": "reissue", "trial_id": trial.trial_id})
-            return replace(trial, start_rung=len(self.rung_results.get(trial.trial_id, ())))
+            return replace(trial, start_rung=len(self.rung_results.get(trial.trial_id, ()))), True
         promoted = self._promotion()
         if promoted is not None:
             self._write({"event": "continue", "trial_id": promoted[0], "rung": promoted[1]})
-            return self._continue(*promoted)
+            return self._continue(*promoted), False
         trial = self._new_trial()
         key = trial.genotype.key()
         self._write({"event": "ask", "trial_id": trial.trial_id, "parent_id": trial.parent_id,
                      "mutation": trial.mutation, "genotype": trial.genotype.to_json(),
                      **({"figures": self.measured[key]} if key in self.measured else {})})
-        return trial
+        return trial, True
 
     def requeue(self, trial_id: int) -> bool:
         """Put an in-flight trial whose worker was lost (not the candidate's fault) back in line: the
@@ -178,9 +202,23 @@ class SearchAlgorithm(RungBook):
         if trial_id not in self.trials or trial_id in self.outcomes or trial_id in self._requeued:
             return False
         self._requeued.add(trial_id)
+        self._running.discard(trial_id)
         if trial_id not in self._reissue:
             self._reissue.append(trial_id)
         return True
+
+    def retry_failed(self) -> list[int]:
+        """Forget every failed result (not infeasible ones): each such trial is in flight again and the
+        next asks re-issue it with its id, for a search whose failures were the training code's, now
+        fixed. Journaled as `retry` events; their ids. Not with rungs (a rung's state would stay)."""
+        if self.rungs is not None:
+            raise ValueError("retry_failed: not with rungs")
+        failed = sorted(t for t, o in self.outcomes.items() if o.status == "failed")
+        for trial_id in failed:
+            self._write({"event": "retry", "trial_id": trial_id})
+            del self.outcomes[trial_id]
+            self._reissue.append(trial_id)
+        return failed
 
     def waiting_reissue(self) -> int:
         """How many in-flight trials the next asks re-issue."""
@@ -209,7 +247,8 @@ class SearchAlgorithm(RungBook):
         return [t for t in self.trials if t not in self.outcomes and t not in paused]
 
     def completed(self) -> int:
-        return len(self.outcomes)
+        """Results the search paid for (a reused result is not one: evolution/repeats.py)."""
+        return self.charged()
 
     def fitness(self, trial_id: int) -> float:
         """The objective of a successful trial, signed so that larger is better."""
@@ -298,6 +337,10 @@ class SearchAlgorithm(RungBook):
         return Outcome("ok", dict(metrics))
 
     def _record(self, trial_id: int, outcome: Outcome) -> None:
+        self._record_outcome(trial_id, outcome)
+        self._note_result(trial_id, outcome)  # then the trials held for it, in order
+
+    def _record_outcome(self, trial_id: int, outcome: Outcome) -> None:
         self.outcomes[trial_id] = outcome
         if trial_id in self._reissue:
             self._reissue.remove(trial_id)

@@ -30,6 +30,7 @@ class Outcome:
     metrics: Mapping[str, Any]
     error: str | None = None
     told_at: float | None = None  # wall-clock time of the tell (seconds since the epoch)
+    reused_from: int | None = None  # a result taken from this earlier trial of the same network (evolution/repeats.py)
 
 
 def as_json(value: Any) -> Any:

@@ -88,7 +88,8 @@ class _Replay:
 
     def tell(self, event: dict[str, Any]) -> None:
         algorithm, trial_id = self.algorithm, event["trial_id"]
-        outcome = Outcome(event["status"], event.get("metrics") or {}, event.get("error"), event.get("time"))
+        outcome = Outcome(event["status"], event.get("metrics") or {}, event.get("error"), event.get("time"),
+                          event.get("reused_from"))
         if trial_id not in algorithm.trials or trial_id in algorithm.outcomes:
             self.fail_or_skip("tell for a trial not pending", "trial {} told again or never asked; skipped", trial_id)
             return
@@ -115,10 +116,18 @@ class _Replay:
             return
         self.algorithm._continue(*promoted)
 
+    def retry(self, event: dict[str, Any]) -> None:
+        outcome = self.algorithm.outcomes.get(event["trial_id"])
+        if outcome is None or outcome.status != "failed":
+            self.fail_or_skip("retry of a trial that did not fail", "retry of trial {} out of place; skipped",
+                              event["trial_id"])
+            return
+        del self.algorithm.outcomes[event["trial_id"]]  # in flight again: re-issued after the replay
+
     def apply(self, event: dict[str, Any]) -> None:
         handlers: dict[str, Callable[[dict[str, Any]], None] | None] = {
             "ask": self.ask, "tell": self.tell, "rung": self.rung, "continue": self.continuation,
-            "reissue": None, "reject": None}  # rejections come back through the replayed proposals
+            "retry": self.retry, "reissue": None, "reject": None}  # rejections: through the replayed proposals
         kind = event["event"]
         if kind not in handlers:
             raise JournalError(f"{self.path}:{self.number}: unknown event {kind!r}")
@@ -136,7 +145,8 @@ def _build(start: dict[str, Any], path: str, lenient: bool, measure: Measure | N
         algorithm = cls(space, seed=start["seed"], objective=start["objective"], mode=start["mode"],
                         rungs=Rungs.from_config(start.get("rungs")), rung_rule=start.get("rung_rule"),
                         reward=MnasReward.from_config(start.get("reward")), limits=start.get("limits"),
-                        measure=measure, initial=start.get("initial", ()), **start["params"])
+                        measure=measure, initial=start.get("initial", ()), repeats=start.get("repeats", "train"),
+                        **start["params"])
     except (KeyError, TypeError, ValueError) as err:
         raise JournalError(f"{path}:1: bad start event: {err}") from None
     algorithm.started_at = start.get("time")

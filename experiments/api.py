@@ -23,6 +23,7 @@ import dataclasses
 import difflib
 import inspect
 import os
+import sys
 import time
 from typing import Any, Callable, Mapping, NamedTuple
 from unittest import mock
@@ -32,7 +33,7 @@ import pandas as pd
 from evolution import SearchAlgorithm
 from experiments.results import results_table
 from experiments import ranking
-from experiments.search import SearchConfig, open_search, run_search
+from experiments.search import SearchConfig, SearchInterrupted, open_search, run_search
 from experiments.settings import keywords
 from searchspace import SearchSpace
 
@@ -66,8 +67,9 @@ def search(trainable: Callable[[dict[str, Any]], Any], space: SearchSpace, *, tr
     and reports `objective` with `ray.tune.report({...})` (its last report counts), or returns a dict
     of metrics. An exception it raises, or a last report without `objective`, fails that candidate
     (the reason recorded) and the search goes on; `max_consecutive_failures` failures in a row stop
-    it with `experiments.search.SearchHalted` (and Ctrl-C with SearchInterrupted); calling `search`
-    again resumes it. `trial_timeout_s` > 0 ends a trial still
+    it with `experiments.search.SearchHalted`; Ctrl-C stops it within a few seconds and returns the
+    results so far (trials in flight have no result; the message says so); calling `search` again
+    resumes it. `trial_timeout_s` > 0 ends a trial still
     running after that long (plus `hang_grace_s`; default: the larger of 60 s and a quarter of the
     limit) as a timeout. `initial` genotypes (of `space`, or their JSON) are tried first.
     `max_concurrent` 0: as many trials at once as the CPUs (or `cpus_per_trial`/`gpus_per_trial`)
@@ -82,14 +84,21 @@ def search(trainable: Callable[[dict[str, Any]], Any], space: SearchSpace, *, tr
     config = search_config(trainable, space, settings)
     _ship_by_value(trainable)
     found = open_search(config)
+    if found.trials:  # a journal was there: say so, as `amoeba search` does
+        print(f"resumed {config.output_dir}: {found.completed()} trials done, {len(found.pending())} to re-issue",
+              file=sys.stderr, flush=True)
     try:
-        # Ray Tune would end the whole search at a result without the objective (a per-epoch report
-        # of the loss, a returned dict that forgot it); the searcher judges each trial by its last
-        # result instead: without the objective, that trial failed, saying so.
-        with mock.patch.dict(os.environ, {STRICT_METRICS: "1"}):
-            run_search(config, found, make_trainable=lambda notes: tune.with_parameters(
-                user_trial, fn=trainable, space=space, objective=config.objective, timeout_s=trial_timeout_s,
-                grace_s=hang_grace_s, notes=notes))
+        try:
+            # Ray Tune would end the whole search at a result without the objective (a per-epoch
+            # report of the loss, a returned dict that forgot it); the searcher judges each trial by
+            # its last result instead: without the objective, that trial failed, saying so.
+            with mock.patch.dict(os.environ, {STRICT_METRICS: "1"}):
+                run_search(config, found, make_trainable=lambda notes: tune.with_parameters(
+                    user_trial, fn=trainable, space=space, objective=config.objective, timeout_s=trial_timeout_s,
+                    grace_s=hang_grace_s, notes=notes))
+        except SearchInterrupted:  # Ctrl-C: the results so far, as Ray Tune's fit() returns them
+            print(f"interrupted: {len(found.pending())} trials in flight stay in {config.output_dir}'s journal; call "
+                  "search() again with the same output_dir to resume", file=sys.stderr, flush=True)
         return search_results(found)
     finally:
         found.close()  # the journal's lock too, however the search ended
@@ -128,8 +137,6 @@ search.__signature__ = _signature()
 def _ship_by_value(fn: Any) -> None:
     """A function from a module of one's own (a script's neighbour, a test file) travels to the Ray
     workers with its module's code, as Ray advises: they may not be able to import that module."""
-    import sys
-
     import ray.cloudpickle as cloudpickle
 
     from experiments.cli import OUR_PACKAGES

@@ -42,6 +42,7 @@ def status_line(algorithm: SearchAlgorithm, max_trials: int, stopped: bool = Fal
         on = f", {int(images):,} validation images" if images else ""
         best_text = f"best {algorithm.score(best[1].metrics):.4f} (trial {best[0].trial_id}{on})"
     over = f", {infeasible} infeasible" if infeasible else ""
+    over += f", {algorithm.reused()} reused" if algorithm.reused() else ""
     flight = (f"{running} in flight when it stopped (re-issued on resume)" if stopped and running
               else f"{running} running")
     return f"{done}/{max_trials} done ({failed} failed{over}), {flight}, {left} left; {best_text}"

@@ -17,7 +17,7 @@ from core.storage import write_json, write_text
 COLUMNS = [
     "trial_id", "parent_id", "mutation", "genotype", "key", "status", "rung", "epochs", "val_accuracy", "validation_images", "params",
     "multiply_adds", "latency_ms", "latency_ms_batch", "step_ms", "train_steps", "train_seconds", "images_per_sec",
-    "trial_seconds", "told_at", "on_front", "error",
+    "trial_seconds", "told_at", "on_front", "reused_from", "error",
 ]
 
 
@@ -49,6 +49,7 @@ def results_table(algorithm: SearchAlgorithm) -> pd.DataFrame:
                 "train_steps": metrics.get("train_steps"),
                 "told_at": outcome.told_at if outcome else None,
                 "on_front": trial_id in on_front,
+                "reused_from": outcome.reused_from if outcome else None,
                 "train_seconds": metrics.get("train_seconds"),
                 "images_per_sec": metrics.get("images_per_sec"),
                 "trial_seconds": metrics.get("trial_seconds"),
@@ -64,7 +65,7 @@ def results_table(algorithm: SearchAlgorithm) -> pd.DataFrame:
     extra = [g.metric for g in algorithm.goals] + (["reward"] if algorithm.reward else []) + _target_columns(algorithm)
     columns = COLUMNS + [c for c in extra if c not in COLUMNS]
     table = pd.DataFrame(rows, columns=columns)
-    whole = {"parent_id": "Int64", "validation_images": "Int64", "params": "Int64", "multiply_adds": "Int64", "rung": "Int64", "train_steps": "Int64"}
+    whole = {"parent_id": "Int64", "reused_from": "Int64", "validation_images": "Int64", "params": "Int64", "multiply_adds": "Int64", "rung": "Int64", "train_steps": "Int64"}
     epochs = table.epochs.dropna()
     if (epochs == epochs.round()).all():  # rungs' epochs; a --train_seconds search's are fractions
         whole["epochs"] = "Int64"

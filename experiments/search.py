@@ -12,6 +12,7 @@ import contextlib
 import importlib
 import logging
 import os
+import re
 import shutil
 import signal
 import threading
@@ -69,14 +70,36 @@ def stop_on_interrupt() -> Iterator[threading.Event]:
             os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = tune_handler
 
 
+CODE_ERRORS = ("the trial finished without reporting", "the training function returned without reporting")
+CANDIDATE_FAILURES = ("nan", "out of memory", "oom", "resourceexhausted", "timeout")  # a bad candidate's, lowercase
+
+
+def looks_like_code_error(reason: str | None) -> bool:
+    """Whether a failure's reason says the training code is wrong, not the candidate: a missing
+    objective, a silent return, or an exception that is not out of memory, NaN or a timeout."""
+    if not reason:
+        return False
+    if reason.startswith(CODE_ERRORS):
+        return True
+    return bool(re.match(r"^[\w.]+(Error|Exception)\b", reason)) and not any(
+        word in reason.lower() for word in CANDIDATE_FAILURES)
+
+
 class CircuitBreaker:
     """Counts this run's failed candidates in a row (a rerun starts from zero) and trips at `limit`
-    (0: never): a broken data dir must not burn the search's budget."""
+    (0: never): a broken data dir must not burn the search's budget. With `code_errors` (a training
+    function of one's own) it also trips at the first failure that looks like a bug in that code
+    (`looks_like_code_error`) while no trial of this run has succeeded: every trial so far failed
+    by the code, not by its candidate. (The proxy trainer's exceptions are its candidates' or its
+    data's: counted.)"""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, code_errors: bool = False) -> None:
         self.limit = limit
+        self.code_errors = code_errors
         self.in_a_row = 0
         self.last_error: str | None = None
+        self.succeeded = False
+        self.code_error: str | None = None
 
     def record(self, status: str, error: str | None) -> None:
         """An infeasible candidate (over a limit) is neither a failure nor a success here."""
@@ -84,10 +107,13 @@ class CircuitBreaker:
             return
         self.in_a_row = self.in_a_row + 1 if status != "ok" else 0
         self.last_error = error if status != "ok" else self.last_error
+        self.succeeded = self.succeeded or status == "ok"
+        if self.code_errors and status != "ok" and not self.succeeded and looks_like_code_error(error):
+            self.code_error = self.code_error or error
 
     @property
     def tripped(self) -> bool:
-        return 0 < self.limit <= self.in_a_row
+        return self.limit > 0 and (self.limit <= self.in_a_row or self.code_error is not None)
 
 
 def run_search(config: SearchConfig, algorithm: SearchAlgorithm, trainable: Any = None,
@@ -103,7 +129,7 @@ def run_search(config: SearchConfig, algorithm: SearchAlgorithm, trainable: Any 
         print(f"{config.output_dir}: all {algorithm.completed()} trials already done")
         return algorithm
     started_ray = _start_ray(config)
-    breaker = CircuitBreaker(config.max_consecutive_failures)
+    breaker = CircuitBreaker(config.max_consecutive_failures, code_errors=bool(config.trainable))
     interrupt = contextlib.ExitStack()
     interrupted = interrupt.enter_context(stop_on_interrupt())
     try:
@@ -117,6 +143,10 @@ def run_search(config: SearchConfig, algorithm: SearchAlgorithm, trainable: Any 
         algorithm.close()
     if config.upload_to:
         _upload(lambda: storage.copy_tree_to_gcs(config.output_dir, config.upload_to), config.upload_to)
+    if breaker.tripped and breaker.code_error is not None:
+        raise SearchHalted(f"stopped at the first failure, which looks like a bug in the training function, not a "
+                           f"bad candidate: {breaker.code_error}. Fix it and call search() again with "
+                           "retry_failed=True: the failed trials are trained again, with their ids")
     if breaker.tripped:
         failed = "a candidate failed" if breaker.in_a_row == 1 else f"{breaker.in_a_row} candidates failed in a row"
         raise SearchHalted(f"stopped: {failed} (--max_consecutive_failures="
@@ -205,6 +235,7 @@ def _tuner(config: SearchConfig, algorithm: SearchAlgorithm, searcher: Any, trai
 
     from evolution.tune_searcher import RungScheduler
 
+    stopper = _stop_all_when(halted)
     return tune.Tuner(
         tune.with_resources(trainable, resources),
         tune_config=tune.TuneConfig(
@@ -220,9 +251,9 @@ def _tuner(config: SearchConfig, algorithm: SearchAlgorithm, searcher: Any, trai
             name=time.strftime("tune-%Y%m%d-%H%M%S") + f"-{part}",
             storage_path=os.path.abspath(os.path.join(config.output_dir, "tune")),
             verbose=0,
-            stop=_stop_all_when(halted),
+            stop=stopper,
             failure_config=tune.FailureConfig(max_failures=config.max_failures),
-            callbacks=[progress],
+            callbacks=[progress, stopper],
         ),
     )
 
@@ -231,26 +262,64 @@ def _tune_trial_name(trial: Any) -> str:
     return f"trial_{trial.config['trial_id']}_{trial.trial_id}"
 
 
-def _stop_all_when(condition: Callable[[], bool]) -> Any:
-    """A Tune Stopper that ends the whole experiment once `condition()` holds (Ray is imported
-    lazily in this module, so the class is made here)."""
+TUNE_LOG = logging.getLogger("ray.tune.execution.tune_controller")
+
+
+def _not_killed(record: logging.LogRecord) -> bool:
+    """False for Tune's log of a trial whose worker the halted search killed (it is no failure)."""
+    error = record.exc_info[1] if record.exc_info else None
+    return type(error).__name__ != "ActorDiedError" or "killed by `ray.kill`" not in str(error)
+
+
+STOP_GRACE_S = 2.0  # after a halt, how long a running trial has to reach a report and stop by itself
+
+
+def _stop_all_when(condition: Callable[[], bool], grace_s: float = STOP_GRACE_S) -> Any:
+    """A Tune Stopper that ends the whole experiment once `condition()` holds, and the Tune Callback
+    that first ends its running trials: a trial still running `grace_s` after the halt (blocked in a
+    long step that never reports) has its worker killed, where Tune would wait 10 s for each before
+    ending. A killed trial stays in flight (the searcher tells nothing while halted) and is
+    re-issued on resume. Ray is imported lazily in this module, so the class is made here."""
+    import ray
     from ray import tune
 
-    class StopAll(tune.Stopper):
+    class StopAll(tune.Stopper, tune.Callback):
         def __init__(self, condition: Callable[[], bool]) -> None:
             self.condition = condition
+            self.halted_at: float | None = None
+            self.running: list = []
 
         def __call__(self, trial_id: str, result: dict) -> bool:
             return False
 
+        def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
+            self.running = [t for t in trials if t.status == "RUNNING"]
+            if not self.condition():
+                return
+            self.halted_at = self.halted_at or time.monotonic()
+            if time.monotonic() - self.halted_at < grace_s:
+                return
+            if self.running:  # Tune would log each killed worker's ActorDiedError as a trial failure
+                TUNE_LOG.addFilter(_not_killed)
+            for trial in self.running:
+                actor = trial.temporary_state.ray_actor
+                if actor is not None:
+                    log.info("trial %s still running %.0f s after the search stopped: its worker is ended", trial,
+                             grace_s)
+                    ray.kill(actor, no_restart=True)
+            self.running = []
+
         def stop_all(self) -> bool:
-            return self.condition()
+            return self.condition() and self.halted_at is not None and not self.running
+
+        def on_experiment_end(self, trials: list, **info: Any) -> None:
+            TUNE_LOG.removeFilter(_not_killed)
 
         def __getstate__(self) -> dict:
             return {}  # Tune pickles its stopper into tuner.pkl; the condition (a lock, the breaker) stays here
 
         def __setstate__(self, state: dict) -> None:
-            self.condition = lambda: False  # only read back by Tune's restore, which a search never uses
+            self.condition, self.halted_at, self.running = (lambda: False), None, []  # for Tune's restore only
 
     return StopAll(condition)
 

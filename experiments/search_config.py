@@ -18,6 +18,7 @@ from evolution import ALGORITHMS, JournalLock, SearchAlgorithm, make_algorithm, 
 from evolution.algorithms import as_json, genotype_of
 from evolution.objectives import LIMITED, MEASURES, Limits, MnasReward, parse_goals
 from evolution.params import EvolutionParams, ParetoParams
+from evolution.repeats import REPEATS
 from evolution.rungs import Rungs
 from experiments.layout import CONFIG, JOURNAL
 from experiments.settings import FREE, JOURNAL as BY_JOURNAL, changed_settings
@@ -129,6 +130,12 @@ class SearchConfig:
     initial: tuple[Any, ...] = _algo((), "Cells that open the first population, in order, before random ones: "
                                          "reference names (amoebanet_a, amoebanet_d, nasnet_a) or JSON files (a "
                                          "genotype, or a search's best_genotype.json).")
+    repeats: str = _algo("train", "A proposal of a network already evaluated: train it again (train: the paper's "
+                                  "way) or take its earlier result (reuse: journaled as such, not charged to "
+                                  "max_trials; not with rungs; a twin of a running trial waits for its result).",
+                         choices=REPEATS)
+    retry_failed: bool = _runs(False, "Resuming: train the failed trials again, with their ids (after fixing what "
+                                      "failed them); the retries are journaled.")
     trainable: str = _runs("", "A function of one's own (experiments.api), named; empty: the proxy trainer.",
                            flag=False, api=False)
 
@@ -237,7 +244,7 @@ class SearchConfig:
         return make_algorithm(self.algorithm, self.search_space(), self.algorithm_params(), seed=self.seed,
                               journal_path=journal_path, journal_lock=journal_lock, rungs=rungs,
                               reward=self.reward(), limits=self.limits(), measure=self.size_measure(),
-                              objective=self.objective, mode=self.mode, initial=self.initial)
+                              objective=self.objective, mode=self.mode, initial=self.initial, repeats=self.repeats)
 
 
 def resume_differences(config: SearchConfig, algorithm: SearchAlgorithm, saved: dict[str, Any] | None) -> list[str]:
@@ -275,6 +282,13 @@ def open_search(config: SearchConfig) -> SearchAlgorithm:
             algorithm.close()
             raise ValueError(f"{config.output_dir} holds a different search ({'; '.join(changed)}); "
                              "use a new --output_dir for a different search")
+        if config.retry_failed:
+            try:
+                retried = algorithm.retry_failed()
+            except ValueError:
+                algorithm.close()
+                raise
+            log.info("retrying %d failed trials: %s", len(retried), retried)
         log.info("resumed %s: %d trials done, %d to re-issue", journal, algorithm.completed(),
                  len(algorithm.pending()))
         write_json(config_path, config.to_json())

@@ -1,7 +1,10 @@
 """experiments.api.search with a function of one's own: what it reports, returns, raises or forgets."""
 
 import json
+import logging
 import os
+import signal
+import threading
 import time
 
 import pytest
@@ -32,7 +35,7 @@ def train(config: dict):
 
 
 @pytest.mark.integration
-def test_a_search_of_ones_own_records_results_failures_and_seeds(tmp_path, shared_ray):
+def test_a_search_of_ones_own_records_results_failures_and_seeds(tmp_path, shared_ray, capsys):
     out = str(tmp_path / "mine")
     seeds = [{"x": 3, "kind": "ok"}, SPACE.genotype({"x": 1, "kind": "raises"}),
              SPACE.genotype({"x": 2, "kind": "silent"}), {"x": 0, "kind": "forgets"}, {"x": 0, "kind": "epochs"},
@@ -54,9 +57,35 @@ def test_a_search_of_ones_own_records_results_failures_and_seeds(tmp_path, share
     journal = resume(os.path.join(out, "journal.jsonl"), read_only=True)
     assert journal.initial == (SPACE.genotype(seeds[0]), seeds[1], seeds[2], *map(SPACE.genotype, seeds[3:]))
 
+    capsys.readouterr()
     again, _ = api.search(train, SPACE, output_dir=out, max_trials=6, population_size=3, sample_size=2,
                           objective="score", initial=seeds, max_consecutive_failures=0)
     assert again.equals(results)  # all done: nothing run again
+    assert f"resumed {out}: 6 trials done" in capsys.readouterr().err
     with pytest.raises(ValueError, match="holds a different search .*sample_size"):
         api.search(train, SPACE, output_dir=out, max_trials=6, population_size=3, sample_size=3,
                    objective="score", initial=seeds)
+
+
+@pytest.mark.integration
+def test_ctrl_c_ends_a_step_that_never_reports_and_returns_the_results_so_far(tmp_path, shared_ray, capsys, caplog):
+    started = tmp_path / "started"
+
+    def blocks(config: dict):  # one long step, no report: Tune alone would wait 10 s for it to stop
+        started.write_text("yes")
+        time.sleep(120)
+
+    def ctrl_c_once_it_trains() -> None:
+        while not started.exists():
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=ctrl_c_once_it_trains, daemon=True).start()
+    out = str(tmp_path / "stopped")
+    with caplog.at_level(logging.INFO, logger="experiments.search"):
+        results, best = api.search(blocks, SPACE, output_dir=out, max_trials=2, population_size=2, sample_size=2,
+                                   objective="score", cpus_per_trial=1, max_concurrent=1)
+    assert best is None and list(results.status) == ["pending"]  # returned, not raised; in flight, not failed
+    assert "its worker is ended" in caplog.text
+    assert "call search() again with the same output_dir to resume" in capsys.readouterr().err
+    assert resume(os.path.join(out, "journal.jsonl"), read_only=True).pending() == [0]

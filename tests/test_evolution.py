@@ -379,3 +379,61 @@ def test_initial_last_seeds_close_the_first_population_outlive_the_random_ones_a
     replayed = resume(path, read_only=True)
     assert replayed.trials == algorithm.trials and replayed.initial_last
     assert replayed.population == algorithm.population
+
+
+def _choice_search(tmp_path, repeats, **kwargs):
+    from searchspace import ChoiceSpace
+
+    space = ChoiceSpace({"a": [0, 1, 2], "b": [0, 1, 2], "c": [0, 1]})
+    return RegularizedEvolution(space, population_size=4, sample_size=2, seed=1, repeats=repeats,
+                                journal_path=str(tmp_path / f"{repeats}.jsonl"), **kwargs)
+
+
+def _score(trial):
+    return {"val_accuracy": sum(trial.genotype.values.values()) / 5}
+
+
+def test_reuse_takes_an_evaluated_networks_result_and_charges_nothing_for_it(tmp_path):
+    search = _choice_search(tmp_path, "reuse")
+    while search.completed() < 14:
+        trial = search.ask()
+        search.tell(trial.trial_id, _score(trial))
+    charged = [t for t, o in search.outcomes.items() if o.reused_from is None]
+    reused = {t: o for t, o in search.outcomes.items() if o.reused_from is not None}
+    keys = [search.trials[t].genotype.key() for t in charged]
+    assert len(charged) == 14 and len(set(keys)) == 14  # 14 networks trained, each once
+    assert reused and search.reused() == len(reused) and search.completed() == 14
+    for t, outcome in reused.items():  # the same network's result, from an earlier trial that trained it
+        source = outcome.reused_from
+        assert source < t and source in charged and search.outcomes[source].metrics == outcome.metrics
+        assert search.trials[source].genotype.key() == search.trials[t].genotype.key()
+    search.close()
+    replayed = resume(str(tmp_path / "reuse.jsonl"), read_only=True)
+    assert {t: (o.status, o.reused_from) for t, o in replayed.outcomes.items()} == \
+        {t: (o.status, o.reused_from) for t, o in search.outcomes.items()}
+    assert replayed.config()["repeats"] == "reuse"
+
+    train = _choice_search(tmp_path, "train")  # the paper's way: repeats are trained, and charged
+    while train.completed() < 14:
+        trial = train.ask()
+        train.tell(trial.trial_id, _score(trial))
+    assert train.reused() == 0 and len({train.trials[t].genotype.key() for t in train.outcomes}) < 14
+
+
+def test_under_reuse_a_twin_of_a_running_trial_is_held_until_it_ends_and_takes_its_result(tmp_path):
+    from evolution.rungs import Rungs
+    from searchspace import ChoiceGenotype
+
+    twin = ChoiceGenotype({"a": 2, "b": 2, "c": 1})
+    search = _choice_search(tmp_path, "reuse", initial=[twin, twin])
+    first, second = search.ask(), search.ask()
+    assert first.trial_id == 0 and second.trial_id == 2  # trial 1, the twin, is held back
+    assert search.pending() == [0, 1, 2]
+    search.tell(0, _score(first))
+    assert search.outcomes[1].reused_from == 0 and search.outcomes[1].metrics == search.outcomes[0].metrics
+    assert search.ask().trial_id == 3
+
+    train = _choice_search(tmp_path, "train", initial=[twin, twin])  # the paper's: both train, at once
+    assert [train.ask().trial_id, train.ask().trial_id] == [0, 1]
+    with pytest.raises(ValueError, match="repeats: 'reuse' takes a finished result"):
+        _choice_search(tmp_path / "r", "reuse", rungs=Rungs((1, 3), 3))

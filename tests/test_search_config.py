@@ -1,9 +1,11 @@
 """Opening a search dir: new, resumed, or refused when the settings would mix trials."""
 
 import dataclasses
+import json
 
 import pytest
 
+from evolution import resume
 from experiments.search import CircuitBreaker, SearchConfig, open_search, trial_resources
 from core.proxy_config import ProxyConfig
 
@@ -195,3 +197,45 @@ def test_api_search_takes_every_setting_as_a_keyword():
     shown = inspect.signature(api.search).parameters
     assert set(keywords(SearchConfig)) <= set(shown)
     assert shown["population_size"].default == SearchConfig(output_dir="x").population_size
+
+
+@pytest.mark.parametrize("first, trips", [
+    ("the trial finished without reporting 'val_accuracy' (it reported ['accuracy'])", True),  # the user's bug
+    ("RuntimeError: no good at x=1 (at train.py:20)", True),
+    ("ResourceExhaustedError: OOM when allocating tensor (at candidate.py:3)", False),  # a candidate too large
+    ("NaN loss: mean training loss nan in epoch 0", False),
+    ("timeout: trial 5 still running after 3 s (hung)", False),
+])
+def test_the_breaker_trips_at_a_first_failure_that_says_the_code_is_wrong(first, trips):
+    breaker = CircuitBreaker(5, code_errors=True)  # a training function of one's own
+    breaker.record("failed", first)
+    assert breaker.tripped is trips and (breaker.code_error == first) is trips
+    proxy = CircuitBreaker(5)  # the proxy trainer's failures are its candidates' or its data's: counted
+    proxy.record("failed", first)
+    assert not proxy.tripped and proxy.in_a_row == 1
+    after_a_success = CircuitBreaker(5, code_errors=True)  # once a trial has succeeded, the code works: a failure is the candidate's
+    after_a_success.record("ok", None)
+    after_a_success.record("failed", first)
+    assert not after_a_success.tripped
+    assert not CircuitBreaker(0).tripped
+
+
+def test_retry_failed_trains_the_failed_trials_again_with_their_ids_journaled(tmp_path):
+    config = SearchConfig(output_dir=str(tmp_path / "s"), max_trials=4, population_size=2, sample_size=2,
+                          trainable="mine", objective="score")
+    search = open_search(config)
+    trials = [search.ask() for _ in range(3)]
+    search.tell(trials[0].trial_id, {"score": 0.5})
+    search.tell(trials[1].trial_id, error="the trial finished without reporting 'score' (it reported ['acc'])")
+    search.tell(trials[2].trial_id, error="RuntimeError: typo (at mine.py:9)")
+    search.close()
+
+    again = open_search(dataclasses.replace(config, retry_failed=True))
+    assert again.completed() == 1 and sorted(again.pending()) == [1, 2]
+    assert [again.ask().trial_id, again.ask().trial_id] == [1, 2]  # the same ids, re-issued
+    again.tell(1, {"score": 0.7})
+    again.close()
+    replayed = resume(str(tmp_path / "s" / "journal.jsonl"), read_only=True)
+    assert replayed.outcomes[1].status == "ok" and 2 not in replayed.outcomes and replayed.completed() == 2
+    events = [json.loads(line)["event"] for line in open(tmp_path / "s" / "journal.jsonl")]
+    assert events.count("retry") == 2

@@ -93,6 +93,9 @@ def test_a_multi_fidelity_search_spreads_over_a_cluster_and_survives_losing_a_no
             if os.path.exists(journal) and open(journal).read().count('"event":"tell"') >= 4:
                 told = resume(journal, read_only=True).outcomes.values()
                 removed["told_before"] = {o.metrics["node_id"] for o in told}
+                if len(removed["told_before"]) < 2:  # a node whose workers started late (a busy machine)
+                    time.sleep(0.5)
+                    continue
                 cluster.remove_node(workers[1])
                 removed["node"] = workers[1].node_id
                 return

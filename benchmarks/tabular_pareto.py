@@ -33,6 +33,7 @@ LATENCY = "latency_ms_pixel3"
 GOALS = parse_goals(f"val_acc_12ep:max,{LATENCY}:min")
 MARKS = (100, 300, 1000)
 PARETO = {"population_size": 50, "sample_size": 10}
+LIMIT = {**PARETO, "tournament": "limit", "offspring": 4}  # evolution/proposal.py LimitTournament
 EVOLUTION = {"population_size": 20, "sample_size": 5}
 
 
@@ -43,7 +44,7 @@ def mean_se(values: list[float]) -> dict:
 
 
 def searched(table, algorithm: str, params: dict, costs: TableCosts, runs: int) -> list[list[str]]:
-    return [run_once(table, "nasbench201", algorithm, MARKS[-1], seed, "max", params, False, costs)[1]
+    return [run_once(table, "nasbench201", algorithm, max(MARKS), seed, "max", params, False, costs)[1]
             for seed in range(runs)]
 
 
@@ -57,33 +58,40 @@ def scores(table, runs_keys: list[list[str]], front: TableFront, gaps: LimitGaps
 
 
 def main() -> None:
+    global MARKS
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=300)
+    parser.add_argument("--tables", default=",".join(TABLES))
+    parser.add_argument("--marks", default=",".join(map(str, MARKS)), help="evaluation counts to score at")
+    parser.add_argument("--searches", default="pareto_evolution,limit_tournament,random,limited_evolution")
     args = parser.parse_args()
+    MARKS = tuple(int(m) for m in args.marks.split(","))
+    searches = args.searches.split(",")
     results = {}
     started = time.perf_counter()
-    for name in TABLES:
+    for name in args.tables.split(","):
         table = load_table(os.path.join(SHARED, "data", "nasbench201", f"nb201_{name}.csv"), "nasbench201", "arch",
                            "val_acc_12ep", "val_acc_200ep", [LATENCY])
         front = TableFront.of(table, GOALS, "val_acc_200ep")
         limits = percentile_limits(table, LATENCY)
         gaps = LimitGaps.of(table, LATENCY, limits)
         plain = TableCosts(LATENCY, objectives=GOALS)
-        rows = {
-            "pareto_evolution": scores(table, searched(table, "pareto_evolution", PARETO, plain, args.runs), front, gaps),
-            "random": scores(table, searched(table, "random", {}, plain, args.runs), front, gaps),
-        }
-        limited = {str(m): [] for m in MARKS}  # per mark: each run's mean over the limits of its own gap
-        per_limit = []
-        for i, limit in enumerate(limits):
-            costs = TableCosts(LATENCY, objectives=GOALS, limits={"latency_ms": limit})
-            own = LimitGaps.of(table, LATENCY, [limit])
-            keys = searched(table, "regularized_evolution", EVOLUTION, costs, args.runs)
-            per_limit.append({str(m): [own.gaps(table, found_front(table, k[:m], GOALS))[0] for k in keys]
-                              for m in MARKS})
-        for mark in MARKS:
-            limited[str(mark)] = mean_se(np.mean([p[str(mark)] for p in per_limit], axis=0).tolist())
-        rows["limited_evolution"] = {m: {"limit_gap": v} for m, v in limited.items()}
+        setups = {"pareto_evolution": ("pareto_evolution", PARETO), "limit_tournament": ("pareto_evolution", LIMIT),
+                  "random": ("random", {})}
+        rows = {search: scores(table, searched(table, *setups[search], plain, args.runs), front, gaps)
+                for search in searches if search in setups}
+        if "limited_evolution" in searches:
+            limited = {}  # per mark: each run's mean over the limits of its own gap
+            per_limit = []
+            for limit in limits:
+                costs = TableCosts(LATENCY, objectives=GOALS, limits={"latency_ms": limit})
+                own = LimitGaps.of(table, LATENCY, [limit])
+                keys = searched(table, "regularized_evolution", EVOLUTION, costs, args.runs)
+                per_limit.append({str(m): [own.gaps(table, found_front(table, k[:m], GOALS))[0] for k in keys]
+                                  for m in MARKS})
+            for mark in MARKS:
+                limited[str(mark)] = mean_se(np.mean([p[str(mark)] for p in per_limit], axis=0).tolist())
+            rows["limited_evolution"] = {m: {"limit_gap": v} for m, v in limited.items()}
         floor = gaps.gaps(table, found_front(table, list(table.report), GOALS)).mean()
         results[name] = {"rows": rows, "floor_gap": round(float(floor), 4), "table_front_cells": len(front.keys),
                          "limits_ms": [round(v, 3) for v in limits]}
@@ -93,7 +101,7 @@ def main() -> None:
                               + (f" hv {v['hypervolume_fraction']['mean']:.4f}+-{v['hypervolume_fraction']['se']:.4f}"
                                  if "hypervolume_fraction" in v else "") for m, v in by_mark.items())
             print(f"  {algorithm:<20} {cells}", flush=True)
-    print(json.dumps({"benchmark": "tabular_pareto", "runs": args.runs, "pareto": PARETO, "evolution": EVOLUTION,
+    print(json.dumps({"benchmark": "tabular_pareto", "runs": args.runs, "pareto": PARETO, "limit": LIMIT, "evolution": EVOLUTION,
                       "seconds": round(time.perf_counter() - started, 1), "tables": results}))
 
 

@@ -4,19 +4,24 @@ its training time), and the simulator's own speed.
 
 For each table: random search, regularized evolution (P=10, S=3) at 12 epochs, and multi-fidelity
 evolution with rungs at 12 and 200 epochs under each rung rule (evolution/rungs.py RUNG_RULES:
-"stopping", decided when a trial reports, and "promotion", a trial pauses and the best paused one
-goes on when the rung's share allows), at the NATS-Bench budget (CIFAR-100 40,000 s,
+"stopping", decided when a trial reports; "payoff", the same, buying the top rung only while its
+results change the lead as often, per result, as the lower rung's; and "promotion", a trial
+pauses and the best paused one goes on when the rung's share allows), at the NATS-Bench budget (CIFAR-100 40,000 s,
 ImageNet16-120 120,000 s of one worker) and at 2x and 4x; then the same compute on 8, 64 and 450
 asynchronous workers (the wall-clock budget divided by the workers). The report metric is
 val_acc_200ep of each run's pick. The rules are swapped by name; plain ASHA (reference only) is a
 rule of this script, entered in the table under its own name. Needs ../shared (or $AMOEBA_SHARED).
-Run: .venv/bin/python benchmarks/tabular_rungs.py [--runs=300] [--rules=stopping,promotion]
-     [--tables=cifar100,imagenet16] [--workers=1x8w,1x64w,4x8w,4x64w,4x450w]
+A table NAME_agreeing (e.g. cifar100_agreeing) is NAME with its 200-epoch column replaced by the
+12-epoch one: there a 200-epoch result never changes which cell leads, so a rung rule can only
+lose to plain evolution (the case of a table where the top rung does not pay).
+Run: .venv/bin/python benchmarks/tabular_rungs.py [--runs=300] [--rules=stopping,payoff,promotion]
+     [--tables=cifar100,imagenet16,cifar100_agreeing] [--workers=1x8w,1x64w,4x8w,4x64w,4x450w]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -48,8 +53,22 @@ SETUPS = {  # name: (algorithm, rungs, rule)
     "random": ("random", (), "stopping"),
     "regularized_evolution": ("regularized_evolution", (), "stopping"),
     "multi_fidelity_evolution": ("regularized_evolution", (12, 200), "stopping"),
+    "payoff_rule_evolution": ("regularized_evolution", (12, 200), "payoff"),
     "promotion_rule_evolution": ("regularized_evolution", (12, 200), "promotion"),
 }
+AGREEING = "_agreeing"  # a table's variant whose 200-epoch column is its 12-epoch one: the top rung never pays
+
+
+def load(name: str):
+    """A shared table by name; NAME_agreeing: the same with val_acc_200ep := val_acc_12ep (reported
+    too), a table on which a 200-epoch result never changes which cell leads."""
+    base = name.removesuffix(AGREEING)
+    table = load_table(os.path.join(SHARED, "data", "nasbench201", f"nb201_{base}.csv"), "nasbench201", "arch",
+                       "val_acc_12ep", "val_acc_200ep", [*FIDELITIES.values(), "train_s_per_epoch"])
+    if name.endswith(AGREEING):
+        short = table.columns["val_acc_12ep"]
+        table = dataclasses.replace(table, report=short, columns={**table.columns, "val_acc_200ep": short})
+    return table
 
 
 def run(table, algorithm: str, rungs: tuple, budget: float, workers: int, runs: int, rule: str = "stopping") -> dict:
@@ -102,6 +121,7 @@ def show(name: str, base: float, runs: int, rows: dict, figures: dict) -> None:
                           for s in ("0.1", "0.25", "0.5", "1"))
         print(f"  {label:<36} {cells}  trials {row['trials']}")
     for setup, key in (("multi_fidelity_evolution", "gap_in_standard_errors"),
+                       ("payoff_rule_evolution", "payoff_gap_in_standard_errors"),
                        ("promotion_rule_evolution", "promotion_gap_in_standard_errors")):
         gaps = gap_in_standard_errors(rows, setup)
         if not gaps:
@@ -115,8 +135,9 @@ def show(name: str, base: float, runs: int, rows: dict, figures: dict) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=300)
-    parser.add_argument("--rules", default="stopping,promotion", help="rung rules to run (evolution/rungs.py)")
-    parser.add_argument("--tables", default=",".join(TABLES), help="tables to run")
+    parser.add_argument("--rules", default="stopping,payoff,promotion", help="rung rules to run (evolution/rungs.py)")
+    parser.add_argument("--tables", default=",".join(TABLES), help="tables to run; NAME_agreeing: the table whose "
+                                                                   "200-epoch column is its 12-epoch one")
     parser.add_argument("--workers", default=",".join(f"{f}x{w}w" for f, w in WORKER_SETTINGS),
                         help="multi-worker settings to run, FACTORxWORKERSw (empty: one worker only)")
     args = parser.parse_args()
@@ -124,13 +145,10 @@ def main() -> None:
     settings = [tuple(int(n) for n in item.rstrip("w").split("x")) for item in args.workers.split(",") if item]
     figures: dict = {"runs": runs, "rules": rules}
     for name in args.tables.split(","):
-        base = TABLES[name]
-        table = load_table(os.path.join(SHARED, "data", "nasbench201", f"nb201_{name}.csv"), "nasbench201", "arch",
-                           "val_acc_12ep", "val_acc_200ep", [*FIDELITIES.values(), "train_s_per_epoch"])
+        base, table = TABLES[name.removesuffix(AGREEING)], load(name)
         rows = figures[name] = table_rows(table, base, runs, rules, settings)
         show(name, base, runs, rows, figures)
-    table = load_table(os.path.join(SHARED, "data", "nasbench201", "nb201_cifar100.csv"), "nasbench201", "arch",
-                       "val_acc_12ep", "val_acc_200ep", [*FIDELITIES.values(), "train_s_per_epoch"])
+    table = load("cifar100")
     t0 = time.perf_counter()
     run_time_benchmark(table, "nasbench201", ["regularized_evolution"], Fidelities(FIDELITIES, (12, 200)),
                        "train_s_per_epoch", 40_000 / 8, 8, 100, 0, "max", PARAMS)

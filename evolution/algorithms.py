@@ -21,7 +21,7 @@ from typing import Any, Mapping
 from evolution.base import JOURNAL_VERSION, MAX_REJECTIONS, SearchAlgorithm
 from evolution.objectives import Goal
 from evolution.params import EvolutionParams, NoParams, ParetoParams
-from evolution.proposal import LikeWithLike, NonDominated, Ranking, Tournament
+from evolution.proposal import LikeWithLike, LimitTournament, NonDominated, Ranking, Tournament
 from evolution.records import Measure, Outcome, Trial, as_json, genotype_of
 from evolution.steps import age_out
 from searchspace import SearchSpace
@@ -62,8 +62,9 @@ class ParetoEvolution(RegularizedEvolution):
     tournament's winner is the member of the sample with the lowest non-dominated rank within the
     population, ties broken by the larger crowding distance (NSGA-II's crowded-comparison order,
     Deb et al. 2002), then by draw order. Each member is judged against the whole population, not
-    by a score of its own. With rungs, the population is compared at the highest rung all of it
-    reached, and the rung rule and the pick go by the first goal (the one training changes; costs
+    by a score of its own (`tournament` "nsga2"; "limit" aims each child at a limit on a cost goal
+    instead: evolution/proposal.py LimitTournament). With rungs, the population is compared at the
+    highest rung all of it reached, and the rung rule and the pick go by the first goal (the one training changes; costs
     are the cell's). `best()` is the best by the first goal; `front()` the cells no other beats on
     every goal."""
 
@@ -77,6 +78,9 @@ class ParetoEvolution(RegularizedEvolution):
             raise ValueError("pareto_evolution: a reward is for one objective; give --objectives only")
         kwargs.update(objective=goals[0].metric, mode=goals[0].mode)
         super().__init__(space, **kwargs)
+        if self.settings.tournament == "limit":
+            self.proposal = LimitTournament(self.settings.population_size, self.settings.sample_size,
+                                            self.settings.offspring)
 
     @property
     def goals(self) -> tuple[Goal, ...]:

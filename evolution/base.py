@@ -87,6 +87,7 @@ class SearchAlgorithm(RungBook, RepeatBook):
         self.limits = limits if isinstance(limits, Limits) else Limits(dict(limits or {}))
         self.measure = measure
         self.measured: dict[str, dict[str, float]] = {}  # figures from `measure`, by genotype key
+        self._measured_since: list[str] = []  # keys measured since the last ask event (children passed over)
         self.rejected = 0  # proposals turned down for breaking a limit
         self.seed, self.objective, self.mode = seed, objective, mode
         if reward is not None:
@@ -190,9 +191,12 @@ class SearchAlgorithm(RungBook, RepeatBook):
             return self._continue(*promoted), False
         trial = self._new_trial()
         key = trial.genotype.key()
+        passed_over = {k: self.measured[k] for k in dict.fromkeys(self._measured_since) if k != key}
+        self._measured_since.clear()
         self._write({"event": "ask", "trial_id": trial.trial_id, "parent_id": trial.parent_id,
                      "mutation": trial.mutation, "genotype": trial.genotype.to_json(),
-                     **({"figures": self.measured[key]} if key in self.measured else {})})
+                     **({"figures": self.measured[key]} if key in self.measured else {}),
+                     **({"measured": passed_over} if passed_over else {})})
         return trial, True
 
     def requeue(self, trial_id: int) -> bool:
@@ -296,6 +300,7 @@ class SearchAlgorithm(RungBook, RepeatBook):
             self._write({"event": "reject", "parent_id": trial.parent_id, "mutation": trial.mutation,
                          "genotype": trial.genotype.to_json(), "figures": self.measured[trial.genotype.key()],
                          "reason": "; ".join(broken)})
+            self._measured_since = [k for k in self._measured_since if k != trial.genotype.key()]  # journaled here
         raise ValueError(f"limits: {MAX_REJECTIONS} proposals in a row break {self.limits.to_config()}; "
                          "no candidate fits, loosen the limits")
 
@@ -316,6 +321,7 @@ class SearchAlgorithm(RungBook, RepeatBook):
             if self.measure is None:
                 return {}
             self.measured[key] = {k: float(v) for k, v in self.measure(genotype).items()}
+            self._measured_since.append(key)
         return self.measured[key]
 
     def _outcome(self, metrics: Mapping[str, Any], error: str | None) -> Outcome:

@@ -58,18 +58,32 @@ class EvolutionParams(NoParams):
                              f"got {self.sample_size}")
 
 
+TOURNAMENTS = ("nsga2", "limit")
+
+
 @dataclass(frozen=True)
 class ParetoParams(EvolutionParams):
     """Pareto evolution's P and S, and the goals it searches (the first is the objective)."""
 
     objectives: tuple[str, ...] = field(default=("val_accuracy:max", "latency_ms:min"), metadata={
         "help": "MEASURE:max|min goals, at least two; the first is the objective rungs and the pick use."})
+    tournament: str = field(default="nsga2", metadata={
+        "help": "Pareto evolution's tournament: nsga2 (non-dominated rank, then crowding) or limit (each child "
+                "aimed at a limit on a cost goal at a random quantile: the best within it is the parent; "
+                "evolution/proposal.py).", "choices": TOURNAMENTS})
+    offspring: int = field(default=1, metadata={
+        "help": "With --tournament=limit: children drawn per proposal; the one an additive model of the "
+                "evaluated cells predicts best is trained."})
 
     def __post_init__(self) -> None:
         super().__post_init__()
         object.__setattr__(self, "objectives", tuple(self.objectives))
         if len(self.goals) < 2:
             raise ValueError(f"objectives: Pareto evolution needs at least two, got {list(self.objectives)}")
+        if self.tournament not in TOURNAMENTS:
+            raise ValueError(f"tournament: one of {list(TOURNAMENTS)}, got {self.tournament!r}")
+        if self.offspring < 1 or (self.offspring > 1 and self.tournament != "limit"):
+            raise ValueError(f"offspring: 1, or more with --tournament=limit; got {self.offspring}")
 
     @property
     def goals(self) -> tuple[Goal, ...]:

@@ -9,7 +9,13 @@ mutate it. Regularized and Pareto evolution differ only in the ranking:
   compared at the highest rung all of the population reached.
 
 Ties go to the member drawn first. The only random numbers are the sample's draws and the
-mutation's, in that order (tests/golden pins them). Pure Python: no TensorFlow, no Ray, no global
+mutation's, in that order (tests/golden pins them).
+
+`LimitTournament` is Pareto evolution's other tournament: each child is aimed at a limit on a cost
+goal (drawn at a random quantile of the first population's costs), its parent is the best member
+within the limit by the first goal, a child over the limit is drawn again when the cost is known
+before training (a size measure), and of `offspring` children the one an additive model of the
+evaluated cells predicts best is trained (evolution/surrogate.py). Pure Python: no TensorFlow, no Ray, no global
 random state.
 """
 
@@ -21,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Sequence
 from evolution.pareto import crowding_distances, non_dominated_ranks, nsga2_order_key
 from evolution.records import Trial
 from evolution.steps import draw_sample
+from evolution.surrogate import features, fit_additive
 
 if TYPE_CHECKING:  # the algorithm is only passed in: no import at run time
     from evolution.base import SearchAlgorithm
@@ -75,3 +82,54 @@ class Tournament:
         parent_id = self.parent(algorithm)
         child, description = algorithm.space.mutate(algorithm.trials[parent_id].genotype, algorithm.rng)
         return Trial(trial_id, child, parent_id, description)
+
+
+REDRAWS = 10  # mutations drawn for a child over its limit before one over it is taken
+
+
+@dataclass(frozen=True)
+class LimitTournament:
+    """Pareto evolution aimed at the best cell under each limit. For each child: a cost goal (one
+    of the goals after the first, drawn when there are several) and a limit on it, the goal's value
+    at a uniformly drawn quantile of the first `population_size` successful trials (the random
+    population: the space's own spread of that cost). The tournament draws `sample_size` members
+    within the limit (none: the member best on that goal) and takes the best by the first goal, like
+    with like. Each of `offspring` children is drawn again, up to REDRAWS times, while a size measure
+    says it is over the limit; with more than one, the child the additive model of every successful
+    trial's first goal predicts best is trained (the first among equals)."""
+
+    population_size: int
+    sample_size: int
+    offspring: int = 1
+
+    def __call__(self, algorithm: "SearchAlgorithm", trial_id: int) -> Trial:
+        if len(algorithm.population) < self.population_size:
+            return Trial(trial_id, algorithm.space.sample(algorithm.rng), None, "random")
+        costs = algorithm.goals[1:]
+        goal = costs[algorithm.rng.randrange(len(costs))] if len(costs) > 1 else costs[0]
+        cost = lambda member: goal.signed(algorithm.metrics_at(member, 0))  # noqa: E731 - larger is better
+        ok = sorted(t for t, o in algorithm.outcomes.items() if o.status == "ok")[:self.population_size]
+        spread = sorted(cost(t) for t in ok)
+        limit = spread[min(len(spread) - 1, int(algorithm.rng.random() * len(spread)))]
+        within = [m for m in algorithm.population if cost(m) >= limit] or [max(algorithm.population, key=cost)]
+        sample = draw_sample(within, self.sample_size, algorithm.rng)
+        parent_id = top(sample, LikeWithLike().keys(algorithm, sample))
+        parent = algorithm.trials[parent_id].genotype
+        children = [self._child(algorithm, parent, goal, limit) for _ in range(self.offspring)]
+        if len(children) > 1:
+            scored = [t for t in algorithm.outcomes if algorithm.outcomes[t].status == "ok"]
+            predict = fit_additive([features(algorithm.trials[t].genotype) for t in scored],
+                                   [algorithm.value_at(t, 0) for t in scored])
+            predicted = [predict(features(child)) for child, _ in children]
+            children = [children[predicted.index(max(predicted))]]
+        child, description = children[0]
+        return Trial(trial_id, child, parent_id, description)
+
+    @staticmethod
+    def _child(algorithm: "SearchAlgorithm", parent: Any, goal: Any, limit: float) -> tuple[Any, str]:
+        for _ in range(REDRAWS):
+            child, description = algorithm.space.mutate(parent, algorithm.rng)
+            figures = algorithm._figures(child)
+            if goal.metric not in figures or goal.signed(figures) >= limit:
+                break
+        return child, description

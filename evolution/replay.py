@@ -162,6 +162,9 @@ def _remember_figures(algorithm: SearchAlgorithm, events: list[dict[str, Any]]) 
             except (KeyError, TypeError, ValueError):
                 continue  # the ask itself is checked when it is replayed
             algorithm.measured[key] = event["figures"]
+    for event in events:  # children a proposal measured and passed over (evolution/proposal.py LimitTournament)
+        if event.get("event") == "ask":
+            algorithm.measured.update(event.get("measured") or {})
 
 
 def _replay(journal_path: str, lenient: bool, measure: Measure | None = None) -> tuple[SearchAlgorithm, int]:

@@ -19,13 +19,14 @@ from evolution.algorithms import as_json, genotype_of
 from evolution.objectives import LIMITED, MEASURES, Limits, MnasReward, parse_goals
 from evolution.params import EvolutionParams, ParetoParams
 from evolution.repeats import REPEATS
-from evolution.rungs import Rungs
+from evolution.rungs import RUNG_RULES, Rungs
 from experiments.layout import CONFIG, JOURNAL
 from experiments.settings import FREE, JOURNAL as BY_JOURNAL, changed_settings
 from searchspace import NasNetMacroSpace, SearchSpace, space_from_config
 from core.proxy_config import PRECISIONS, PROXY_DATASETS, ProxyConfig, check_proxy
 from core.storage import read_json, write_json
 
+SEARCH_RUNG_RULES = tuple(name for name, rule in RUNG_RULES.items() if not rule.pauses)  # a paused trial: not via Tune
 log = logging.getLogger(__name__)
 TIME_TO_TARGET = "seconds_to_target"  # the proxy's objective with --target_accuracy (mode min)
 
@@ -47,10 +48,11 @@ def _algo(default: Any, help: str, **meta: Any) -> Any:
 
 
 def _algo_param(name: str) -> Any:
-    """An algorithm parameter as a setting: its default and help are the algorithm's own
+    """An algorithm parameter as a setting: its default, help and choices are the algorithm's own
     declaration (evolution/params.py), written nowhere else."""
-    declared = {f.name: f for f in dataclasses.fields(EvolutionParams)}[name]
-    return _algo(declared.default, declared.metadata["help"])
+    declared = {f.name: f for f in dataclasses.fields(ParetoParams)}[name]
+    return _algo(declared.default, declared.metadata["help"],
+                 **({"choices": declared.metadata["choices"]} if "choices" in declared.metadata else {}))
 
 
 PROXY_FLAGS = {  # how ProxyConfig's fields are flags of `amoeba search`
@@ -72,6 +74,8 @@ class SearchConfig:
     population_size: int = _algo_param("population_size")
     sample_size: int = _algo_param("sample_size")
     initial_last: bool = _algo_param("initial_last")
+    tournament: str = _algo_param("tournament")
+    offspring: int = _algo_param("offspring")
     max_concurrent: int = _runs(0, "Trials trained at the same time (0: as many as the cluster's CPUs, GPUs and "
                                    "TPUs allow for the per-trial amounts).")
     seed: int = _algo(0, "Seed of the search and of candidate training.")
@@ -108,6 +112,10 @@ class SearchConfig:
                                        "or stops it (e.g. 1,3,9; the last replaces --epochs).", api=False)
     reduction_factor: float = _algo(3.0, "With --rungs, ASHA's eta: the top 1/eta at a rung goes on "
                                          "(evolution/rungs.py).", api=False)
+    rung_rule: str = _algo("stopping", "With --rungs, the rule that decides at each rung (evolution/rungs.py): "
+                                       "stopping (ASHA's top 1/eta, within a cost cap) or payoff (the same, and a "
+                                       "higher rung only while its results change the lead as often, per result, "
+                                       "as the rung's own).", choices=SEARCH_RUNG_RULES, api=False)
     objectives: tuple[str, ...] = _algo((), "With --algorithm=pareto_evolution: MEASURE:max|min goals (default "
                                             "val_accuracy:max,latency_ms:min); measures: "
                                             + ", ".join(sorted(MEASURES)) + ".")
@@ -160,6 +168,8 @@ class SearchConfig:
             raise ValueError(f"cost_metric: unknown {self.cost_metric!r}; known: {sorted(MEASURES)}")
         if self.objectives and self.algorithm != "pareto_evolution":
             raise ValueError("objectives: several objectives need --algorithm=pareto_evolution")
+        if (self.tournament, self.offspring) != ("nsga2", 1) and self.algorithm != "pareto_evolution":
+            raise ValueError("tournament, offspring: Pareto evolution's; give --algorithm=pareto_evolution")
         parse_goals(list(self.objectives), MEASURES)  # validates them
         space = self.search_space()
         for i, genotype in enumerate(self.initial):  # before anything is written
@@ -181,6 +191,11 @@ class SearchConfig:
     def _check_trainer(self) -> None:
         """What the proxy trainer's ways of training (rungs, a time budget, TPUs) rule out together."""
         proxy, tpu = self.proxy, self.proxy.tpu or self.tpus_per_trial
+        if self.rung_rule not in SEARCH_RUNG_RULES:
+            raise ValueError(f"rung_rule: one of {list(SEARCH_RUNG_RULES)} (a rule that pauses trials is for "
+                             f"amoeba benchmark only), got {self.rung_rule!r}")
+        if self.rung_rule != "stopping" and not self.rungs:
+            raise ValueError(f"rung_rule: {self.rung_rule!r} needs --rungs")
         if self.rungs:
             Rungs(self.rungs, self.reduction_factor)  # validates them
             if tpu:
@@ -217,7 +232,7 @@ class SearchConfig:
     def algorithm_params(self) -> dict[str, Any]:
         goals = parse_goals(list(self.objectives) or list(ParetoParams.objectives), MEASURES)
         return {"population_size": self.population_size, "sample_size": self.sample_size,
-                "initial_last": self.initial_last,
+                "initial_last": self.initial_last, "tournament": self.tournament, "offspring": self.offspring,
                 "objectives": [str(g) for g in goals]}
 
     def size_measure(self) -> Callable[[Any], dict[str, int]] | None:
@@ -243,7 +258,7 @@ class SearchConfig:
         rungs = Rungs(self.rungs, self.reduction_factor) if self.rungs else None
         return make_algorithm(self.algorithm, self.search_space(), self.algorithm_params(), seed=self.seed,
                               journal_path=journal_path, journal_lock=journal_lock, rungs=rungs,
-                              reward=self.reward(), limits=self.limits(), measure=self.size_measure(),
+                              rung_rule=self.rung_rule if rungs else None, reward=self.reward(), limits=self.limits(), measure=self.size_measure(),
                               objective=self.objective, mode=self.mode, initial=self.initial, repeats=self.repeats)
 
 

@@ -126,6 +126,12 @@ class TableCosts:
             figures[measure] = scale * table.columns[column][key] if scale != 1.0 else table.columns[column][key]
         return figures
 
+    def costs(self, table: Table, key: str) -> dict[str, float]:
+        """What is known of a cell before it is trained (a size measure's figures): every figure but
+        the first goal's, the one the search pays to evaluate."""
+        first = self.objectives[0].metric if self.objectives else None
+        return {k: v for k, v in self.figures(table, key).items() if k != first}
+
     def algorithm_kwargs(self, table: Table) -> dict[str, Any]:
         unknown = [m for m in self.limits if m not in LIMITED]
         if unknown:
@@ -134,7 +140,7 @@ class TableCosts:
         if missing:
             flag = "--latency_column" if missing == ["latency_ms"] else "--measure_columns"
             raise ValueError(f"the limits and reward on {missing} (--max_*, --latency_target_ms) need {flag}")
-        measure = (lambda genotype: self.figures(table, genotype.key())) if self.limits else None
+        measure = (lambda genotype: self.costs(table, genotype.key())) if self.limits or self.objectives else None
         return {"limits": self.limits, "measure": measure, "reward": self.reward}
 
 

@@ -38,6 +38,10 @@ class NasBench201Genotype:
     def key(self) -> str:
         return str(self)
 
+    def features(self) -> list[str]:
+        """One token per edge, "from->to=op" (evolution/surrogate.py)."""
+        return [f"{frm}->{to}={op}" for (to, frm), op in zip(EDGES, self.ops)]
+
     def __str__(self) -> str:
         groups = []
         for node in (1, 2, 3):

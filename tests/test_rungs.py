@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from evolution import RandomSearch, RegularizedEvolution, resume
-from evolution.rungs import CONTINUE, PAUSE, STOP, PausingPromotions, Promotions, Rungs
+from evolution.rungs import CONTINUE, PAUSE, STOP, PausingPromotions, PayoffPromotions, Promotions, Rungs
 from experiments.simulator import Fidelities, parse_fidelities, run_time_benchmark, simulate
 from experiments.tabular import load_table, run_once, write_synthetic_table
 from searchspace import NasBench201Space
@@ -144,6 +144,57 @@ def test_time_benchmark_summary_and_command(table, tmp_path):
         parse_fidelities(["val"])
 
 
+def test_the_payoff_rule_buys_a_rung_only_while_it_changes_the_lead_as_often_as_the_rung_below():
+    """12 -> 200 epochs: a promotion costs 188 / 12 = 15.7 rung-0 results. With the prior (1 lead
+    change in 2 results at the top rung), a new leader goes on only if it took 32 results to arrive;
+    the stopping rule promotes it as soon as the cost cap allows."""
+    payoff, stopping = PayoffPromotions(Rungs((12, 200))), Promotions(Rungs((12, 200)))
+    values = [float(v) for v in range(50)]  # a new leader at every result: the rung below still pays
+    assert [payoff.decide(0, v, 1.0, i) for i, v in enumerate(values)] == [STOP] * 50
+    assert [stopping.decide(0, v, 1.0, i) for i, v in enumerate(values)].count(CONTINUE) == 1
+    for i in range(50, 80):  # 30 results without a new leader ...
+        payoff.decide(0, 0.5, 1.0, i)
+    assert payoff.decide(0, 60.0, 1.0, 80) == STOP  # ... the 31st takes the lead: 31 x 1/2 < 15.7
+    for i in range(81, 112):
+        payoff.decide(0, 0.5, 1.0, i)
+    assert payoff.decide(0, 70.0, 1.0, 112) == CONTINUE  # 32 results for this lead change: bought
+    assert payoff.decide(1, 70.0, 1.0, 112) == STOP and payoff.compared[1] == 0  # alone at the top: no record
+
+    def rung0(rule, values, start):  # the rule's decision for the last of `values`, trial ids from `start`
+        return [rule.decide(0, v, 1.0, t) for t, v in enumerate(values, start=start)][-1]
+
+    for lead_at_rung_1, bought in ((3.0, False), (1.0, True)):  # a cheap rung: a promotion is 2 results' worth;
+        # each new leader below beats all before it, the others are in no top third
+        rule = PayoffPromotions(Rungs((1, 3)))
+        assert rung0(rule, [1.0, 0.5, 0.4, 0.3, 0.2, 0.1, 2.0], 0) == CONTINUE  # 6 results for the lead: 6 x 1/2 >= 2
+        rule.decide(1, 2.0, 1.0, 6)
+        assert rung0(rule, [-1.0, -2.0, -3.0, -4.0, -5.0, 3.0], 7) == CONTINUE
+        rule.decide(1, lead_at_rung_1, 1.0, 12)  # the rungs agree (3.0 leads both) or not (1.0 < 2.0 at rung 1)
+        assert (rule.disagreed[1], rule.compared[1]) == (0 if not bought else 1, 1)
+        # 5 results for the next lead: 5 x 1/3 < 2 where the rung agreed, 5 x 2/3 >= 2 where it changed the lead
+        assert rung0(rule, [-6.0, -7.0, -8.0, -9.0, 4.0], 13) == (CONTINUE if bought else STOP)
+
+
+def test_payoff_decisions_are_journaled_and_replayed_and_amoeba_search_takes_the_rule(tmp_path):
+    from experiments.search_config import SearchConfig
+
+    journal = str(tmp_path / "journal.jsonl")
+    algorithm = RegularizedEvolution(NasBench201Space(), population_size=8, sample_size=3, seed=4,
+                                     journal_path=journal, rungs=Rungs((1, 3, 9)), rung_rule="payoff")
+    drive(algorithm, 80, (1, 3, 9))
+    algorithm.close()
+    assert any(CONTINUE in d for d in algorithm.decisions.values())
+    replayed = resume(journal, read_only=True)
+    assert replayed.rung_rule.name == "payoff" and replayed.decisions == algorithm.decisions
+    assert replayed.rung_rule.compared == algorithm.rung_rule.compared
+    config = SearchConfig(output_dir=str(tmp_path / "s"), rungs=(1, 3), rung_rule="payoff")
+    assert config.new_algorithm().rung_rule.name == "payoff"
+    with pytest.raises(ValueError, match="rung_rule: 'payoff' needs --rungs"):
+        SearchConfig(output_dir=str(tmp_path / "s"), rung_rule="payoff")
+    with pytest.raises(ValueError, match="for amoeba benchmark only"):
+        SearchConfig(output_dir=str(tmp_path / "s"), rungs=(1, 3), rung_rule="promotion")
+
+
 def test_the_rung_rule_is_chosen_by_name_and_named_in_the_journal(tmp_path):
     from evolution import RUNG_RULES
 
@@ -236,7 +287,7 @@ def test_continuations_are_journaled_and_replayed(tmp_path):
     resumed.close()
 
 
-@pytest.mark.parametrize("rule", ["stopping", "promotion"])
+@pytest.mark.parametrize("rule", ["stopping", "payoff", "promotion"])
 def test_the_simulator_drives_either_rule(table, rule):
     fidelities = Fidelities({1: "val", 4: "hi"}, rungs=(1, 4), reduction_factor=2, rule=rule)
     times, picks, started = simulate(table, "nasbench201", "regularized_evolution", fidelities, "cost",

@@ -22,7 +22,7 @@ import json
 from absl import app, flags
 
 from evolution.objectives import LIMITED, MEASURES
-from evolution.params import EvolutionParams, help_of
+from evolution.params import TOURNAMENTS, EvolutionParams, ParetoParams, help_of
 from evolution.rungs import RUNG_RULES
 from experiments.commands import whole_numbers
 
@@ -42,6 +42,8 @@ flags.DEFINE_integer("runs", 100, "Runs per algorithm (seeds seed..seed+runs-1).
 flags.DEFINE_integer("seed", 0, "First seed.", **F)
 for _name in ("population_size", "sample_size"):
     flags.DEFINE_integer(_name, getattr(_PARAMS, _name), help_of(EvolutionParams)[_name], **F)
+flags.DEFINE_enum("tournament", ParetoParams.tournament, list(TOURNAMENTS), help_of(ParetoParams)["tournament"], **F)
+flags.DEFINE_integer("offspring", ParetoParams.offspring, help_of(ParetoParams)["offspring"], **F)
 flags.DEFINE_float("budget_s", 0, "Simulated wall-clock budget in seconds (0: count evaluations, --budget).", **F)
 flags.DEFINE_string("cost_column", None, "Column of seconds per training epoch: what an evaluation costs "
                     "(with --budget_s; without it an epoch costs 1).", **F)
@@ -92,6 +94,8 @@ def main(args: list[str]) -> None:
             raise app.UsageError(f"benchmark needs --{name}")
     if FLAGS.plot and not FLAGS.plot.endswith((".png", ".svg")):
         raise app.UsageError(f"--plot must end in .png or .svg, got {FLAGS.plot}")
+    if (FLAGS.tournament, FLAGS.offspring) != ("nsga2", 1) and "pareto_evolution" not in FLAGS.algorithms:
+        raise app.UsageError("--tournament and --offspring are Pareto evolution's: give --algorithms=pareto_evolution")
     if FLAGS.budget_s:
         if FLAGS.dedup:
             raise app.UsageError("--dedup counts evaluations (--budget); a --budget_s run charges every one its time")
@@ -146,7 +150,7 @@ def main(args: list[str]) -> None:
 
 def algorithm_params() -> dict:
     """The algorithms' own parameters the flags give (those of evolution/params.py)."""
-    return {name: FLAGS[name].value for name in ("population_size", "sample_size")}
+    return {name: FLAGS[name].value for name in ("population_size", "sample_size", "tournament", "offspring")}
 
 
 def table_costs():

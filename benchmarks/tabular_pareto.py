@@ -33,7 +33,7 @@ LATENCY = "latency_ms_pixel3"
 GOALS = parse_goals(f"val_acc_12ep:max,{LATENCY}:min")
 MARKS = (100, 300, 1000)
 PARETO = {"population_size": 50, "sample_size": 10}
-LIMIT = {**PARETO, "tournament": "limit", "offspring": 4}  # evolution/proposal.py LimitTournament
+LIMIT = {"population_size": 50, "sample_size": 5, "tournament": "limit", "offspring": 3}  # proposal.py LimitTournament
 EVOLUTION = {"population_size": 20, "sample_size": 5}
 
 

@@ -85,6 +85,7 @@ class Tournament:
 
 
 REDRAWS = 10  # mutations drawn for a child over its limit before one over it is taken
+SURROGATE_ROWS = 300  # the latest successful trials the additive model is fitted to
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ class LimitTournament:
     within the limit (none: the member best on that goal) and takes the best by the first goal, like
     with like. Each of `offspring` children is drawn again, up to REDRAWS times, while a size measure
     says it is over the limit; with more than one, the child the additive model of every successful
-    trial's first goal predicts best is trained (the first among equals)."""
+    trial's first goal predicts best is trained (the first among equals; the model sees the latest SURROGATE_ROWS successful trials)."""
 
     population_size: int
     sample_size: int
@@ -117,7 +118,7 @@ class LimitTournament:
         parent = algorithm.trials[parent_id].genotype
         children = [self._child(algorithm, parent, goal, limit) for _ in range(self.offspring)]
         if len(children) > 1:
-            scored = [t for t in algorithm.outcomes if algorithm.outcomes[t].status == "ok"]
+            scored = [t for t, o in algorithm.outcomes.items() if o.status == "ok"][-SURROGATE_ROWS:]
             predict = fit_additive([features(algorithm.trials[t].genotype) for t in scored],
                                    [algorithm.value_at(t, 0) for t in scored])
             predicted = [predict(features(child)) for child, _ in children]

@@ -196,7 +196,7 @@ def open_plan(config: PromoteConfig) -> list[PlannedModel]:
     settings = config.settings()
     if storage.exists(path):
         saved = storage.read_json(path)
-        changed = changed_settings(saved["settings"], settings)
+        changed = changed_keys(saved["settings"], settings)
         if changed:
             raise ValueError(f"{config.output_dir} was promoted with other settings ({'; '.join(changed)}): "
                              "rerun with the same flags to resume it, or use a new --output_dir")
@@ -207,14 +207,16 @@ def open_plan(config: PromoteConfig) -> list[PlannedModel]:
     return planned
 
 
-def changed_settings(saved: dict[str, Any], now: dict[str, Any], prefix: str = "") -> list[str]:
-    """`name: old -> new` for each setting that differs, a nested one (the recipe's) by its own
-    dotted name, so a changed learning rate reads `recipe.learning_rate: 0.1 -> 0.05`."""
+def changed_keys(saved: dict[str, Any], now: dict[str, Any], prefix: str = "") -> list[str]:
+    """`name: old -> new` for each key that differs between two plans' settings (plain JSON dicts:
+    the plan stores the resolved values, not a config class, so experiments/settings.py's
+    `changed_settings` does not apply), a nested one (the recipe's) by its own dotted name, so a
+    changed learning rate reads `recipe.learning_rate: 0.1 -> 0.05`."""
     changed = []
     for key in sorted(set(saved) | set(now)):
         old, new = saved.get(key), now.get(key)
         if isinstance(old, dict) and isinstance(new, dict):
-            changed += changed_settings(old, new, f"{prefix}{key}.")
+            changed += changed_keys(old, new, f"{prefix}{key}.")
         elif old != new:
             changed.append(f"{prefix}{key}: {old!r} -> {new!r}")
     return changed

@@ -296,5 +296,13 @@ def test_a_limit_tournament_search_replays_without_its_measure_and_resumes_as_th
     resumed.close()
     with pytest.raises(ValueError, match="offspring: 1, or more with --tournament=limit"):
         ParetoEvolution(SPACE, offspring=2)
+    from evolution.proposal import LimitTournament
+    from experiments.search_config import SearchConfig
+
+    config = SearchConfig(output_dir=str(tmp_path / "s"), algorithm="pareto_evolution", tournament="limit",
+                          offspring=3)
+    assert config.new_algorithm().proposal == LimitTournament(10, 3, 3)  # amoeba search --tournament --offspring
+    with pytest.raises(ValueError, match="tournament, offspring: Pareto evolution's"):
+        SearchConfig(output_dir=str(tmp_path / "s"), tournament="limit")
     with pytest.raises(ValueError, match="tournament: one of"):
         ParetoEvolution(SPACE, tournament="crowded")

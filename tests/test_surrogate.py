@@ -23,7 +23,7 @@ def test_the_additive_model_ranks_an_additive_landscape_and_ignores_unseen_token
     value = lambda cells: sum(effect[(p, v)] for p, v in enumerate(cells))  # noqa: E731
     seen = [[rng.randrange(4) for _ in range(5)] for _ in range(80)]
     predict = fit_additive([[f"{p}={v}" for p, v in enumerate(c)] for c in seen], [value(c) for c in seen],
-                           ridge=0.01)
+                           ridge=0.01, sweeps=40)
     fresh = [[rng.randrange(4) for _ in range(5)] for _ in range(40)]
     predicted = [predict([f"{p}={v}" for p, v in enumerate(c)]) for c in fresh]
     assert all(abs(p - value(c)) < 0.05 for p, c in zip(predicted, fresh))

@@ -127,8 +127,9 @@ def test_pareto_evolution_finds_a_better_front_and_limits_hold(table_path):
     assert len(keys) == 100 and max(table.columns["lat"][k] for k in keys) <= limits[2]
     shown = amoeba("benchmark", f"--table={table_path}", "--search_metric=val", "--report_metric=test", "--plot=",
                    "--algorithms=pareto_evolution", "--objectives=val:max,lat:min", "--latency_column=lat",
-                   "--budget=40", "--runs=2", "--format=json")
+                   "--budget=40", "--runs=2", "--format=json", "--tournament=limit", "--offspring=3")
     figures = json.loads(shown.stdout.strip().splitlines()[-1])
+    assert (figures["params"]["tournament"], figures["params"]["offspring"]) == ("limit", 3)
     assert len(figures["fronts"]["pareto_evolution"]) == 2 and "|" in figures["fronts"]["pareto_evolution"][0][0]
     assert "limit_gap" in figures["summary"]["pareto_evolution"]["40"] and len(figures["gap_limits"]) == 10
 

@@ -101,7 +101,8 @@ def main() -> None:
                               + (f" hv {v['hypervolume_fraction']['mean']:.4f}+-{v['hypervolume_fraction']['se']:.4f}"
                                  if "hypervolume_fraction" in v else "") for m, v in by_mark.items())
             print(f"  {algorithm:<20} {cells}", flush=True)
-    print(json.dumps({"benchmark": "tabular_pareto", "runs": args.runs, "pareto": PARETO, "limit": LIMIT, "evolution": EVOLUTION,
+    print(json.dumps({"benchmark": "tabular_pareto", "runs": args.runs, "pareto": PARETO, "limit": LIMIT,
+                      "evolution": EVOLUTION,
                       "seconds": round(time.perf_counter() - started, 1), "tables": results}))
 
 

@@ -15,8 +15,9 @@ mutation's, in that order (tests/golden pins them).
 goal (drawn at a random quantile of the first population's costs), its parent is the best member
 within the limit by the first goal, a child over the limit is drawn again when the cost is known
 before training (a size measure), and of `offspring` children the one an additive model of the
-evaluated cells predicts best is trained (evolution/surrogate.py). Pure Python: no TensorFlow, no Ray, no global
-random state.
+evaluated cells predicts best is trained (evolution/surrogate.py).
+
+Pure Python: no TensorFlow, no Ray, no global random state.
 """
 
 from __future__ import annotations
@@ -96,8 +97,10 @@ class LimitTournament:
     population: the space's own spread of that cost). The tournament draws `sample_size` members
     within the limit (none: the member best on that goal) and takes the best by the first goal, like
     with like. Each of `offspring` children is drawn again, up to REDRAWS times, while a size measure
-    says it is over the limit; with more than one, the child the additive model of every successful
-    trial's first goal predicts best is trained (the first among equals; the model sees the latest SURROGATE_ROWS successful trials)."""
+    says it is over the limit; with more than one, the child the additive model of the successful
+    trials' first goal predicts best is trained (the first among equals; the model sees the latest
+    SURROGATE_ROWS of them), among the children not tried before when there are any (an identity
+    mutation would otherwise win, predicted as good as its parent)."""
 
     population_size: int
     sample_size: int
@@ -118,6 +121,8 @@ class LimitTournament:
         parent = algorithm.trials[parent_id].genotype
         children = [self._child(algorithm, parent, goal, limit) for _ in range(self.offspring)]
         if len(children) > 1:
+            tried = {trial.genotype.key() for trial in algorithm.trials.values()}
+            children = [c for c in children if c[0].key() not in tried] or children  # the model is for new cells
             scored = [t for t, o in algorithm.outcomes.items() if o.status == "ok"][-SURROGATE_ROWS:]
             predict = fit_additive([features(algorithm.trials[t].genotype) for t in scored],
                                    [algorithm.value_at(t, 0) for t in scored])

@@ -236,8 +236,11 @@ class SearchConfig:
                 "objectives": [str(g) for g in goals]}
 
     def size_measure(self) -> Callable[[Any], dict[str, int]] | None:
-        """With a size limit: a child's size, built in a Ray worker (Ray is up when it is asked)."""
-        if not (self.max_params or self.max_multiply_adds):
+        """With a size limit, or the limit tournament on a size goal: a child's size, built in a Ray
+        worker (Ray is up when it is asked)."""
+        sized = self.tournament == "limit" and not self.trainable and any(
+            g.metric in ("params", "multiply_adds") for g in parse_goals(list(self.objectives), MEASURES)[1:])
+        if not (self.max_params or self.max_multiply_adds or sized):
             return None
         from experiments.trial import size_measure
 
@@ -258,7 +261,8 @@ class SearchConfig:
         rungs = Rungs(self.rungs, self.reduction_factor) if self.rungs else None
         return make_algorithm(self.algorithm, self.search_space(), self.algorithm_params(), seed=self.seed,
                               journal_path=journal_path, journal_lock=journal_lock, rungs=rungs,
-                              rung_rule=self.rung_rule if rungs else None, reward=self.reward(), limits=self.limits(), measure=self.size_measure(),
+                              rung_rule=self.rung_rule if rungs else None, reward=self.reward(),
+                              limits=self.limits(), measure=self.size_measure(),
                               objective=self.objective, mode=self.mode, initial=self.initial, repeats=self.repeats)
 
 

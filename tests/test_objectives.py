@@ -1,6 +1,7 @@
 """Cost-aware search in the algorithms: limits (rejected before training, infeasible after), the
 MnasNet reward, Pareto evolution's tournament, and the journal replaying all of them."""
 
+import dataclasses
 import json
 import random
 
@@ -302,6 +303,9 @@ def test_a_limit_tournament_search_replays_without_its_measure_and_resumes_as_th
     config = SearchConfig(output_dir=str(tmp_path / "s"), algorithm="pareto_evolution", tournament="limit",
                           offspring=3)
     assert config.new_algorithm().proposal == LimitTournament(10, 3, 3)  # amoeba search --tournament --offspring
+    assert config.size_measure() is None  # latency is measured by the trial: not known before training
+    sized = dataclasses.replace(config, objectives=("val_accuracy:max", "params:min"))
+    assert sized.size_measure() is not None  # a child's parameters are: it is built before it is trained
     with pytest.raises(ValueError, match="tournament, offspring: Pareto evolution's"):
         SearchConfig(output_dir=str(tmp_path / "s"), tournament="limit")
     with pytest.raises(ValueError, match="tournament: one of"):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import random
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Protocol
 
 from searchspace.mutations import check_mutations, draw, mutations_config
@@ -36,6 +37,10 @@ class NasBench201Genotype:
                 )
 
     def key(self) -> str:
+        return self._key
+
+    @cached_property
+    def _key(self) -> str:  # a search asks for it at every proposal, of every trial (not a field: not compared)
         return str(self)
 
     def features(self) -> list[str]:

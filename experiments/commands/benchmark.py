@@ -9,7 +9,7 @@ whole space. Prints mean and standard deviation of the report metric of each alg
 With --budget_s the budget is simulated wall time (experiments/simulator.py): every evaluation
 costs its epochs times --cost_column, --workers run at once, --fidelities name the search metric
 at each number of epochs, and --rungs make the search multi-fidelity under --rung_rule
-(evolution/rungs.py RUNG_RULES: stopping or promotion). The algorithms' own parameters take their
+(evolution/rungs.py RUNG_RULES: stopping, payoff or promotion). The algorithms' own parameters take their
 defaults and help from evolution/params.py.
 """
 
@@ -54,8 +54,10 @@ flags.DEFINE_list("rungs", [], "Epochs at which trials report and ASHA decides (
                   "fidelities' epochs, e.g. 12,200); default: every evaluation at the first fidelity.", **F)
 flags.DEFINE_float("reduction_factor", 3.0, "ASHA's eta: the top 1/eta at a rung goes on.", **F)
 flags.DEFINE_enum("rung_rule", "stopping", sorted(RUNG_RULES), "With --rungs: the rule that decides at each rung "
-                  "(evolution/rungs.py): stopping (go on or stop when a trial reports) or promotion (a trial "
-                  "pauses at its rung; the best paused one goes on when the rung's share allows).", **F)
+                  "(evolution/rungs.py): stopping (go on or stop when a trial reports), payoff (the same, a "
+                  "higher rung bought only while its results change the lead as often, per result, as the "
+                  "rung's own) or promotion (a trial pauses at its rung; the best paused one goes on when the "
+                  "rung's share allows).", **F)
 flags.DEFINE_integer("epochs", 12, "Epochs one evaluation costs without --fidelities.", **F)
 flags.DEFINE_bool("dedup", False, "Do not charge an architecture already evaluated to the budget.", **F)
 flags.DEFINE_list("objectives", [], "COLUMN:max|min goals (e.g. val_acc_12ep:max,latency_ms_pixel3:min): "

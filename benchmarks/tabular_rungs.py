@@ -6,8 +6,8 @@ For each table: random search, regularized evolution (P=10, S=3) at 12 epochs, a
 evolution with rungs at 12 and 200 epochs under each rung rule (evolution/rungs.py RUNG_RULES:
 "stopping", decided when a trial reports; "payoff", the same, buying the top rung only while its
 results change the lead as often, per result, as the lower rung's; and "promotion", a trial
-pauses and the best paused one goes on when the rung's share allows), at the NATS-Bench budget (CIFAR-100 40,000 s,
-ImageNet16-120 120,000 s of one worker) and at 2x and 4x; then the same compute on 8, 64 and 450
+pauses and the best paused one goes on when the rung's share allows), at the NATS-Bench budget
+(CIFAR-100 40,000 s, ImageNet16-120 120,000 s of one worker) and at 2x and 4x; then the same compute on 8, 64 and 450
 asynchronous workers (the wall-clock budget divided by the workers). The report metric is
 val_acc_200ep of each run's pick. The rules are swapped by name; plain ASHA (reference only) is a
 rule of this script, entered in the table under its own name. Needs ../shared (or $AMOEBA_SHARED).

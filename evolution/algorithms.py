@@ -64,8 +64,8 @@ class ParetoEvolution(RegularizedEvolution):
     Deb et al. 2002), then by draw order. Each member is judged against the whole population, not
     by a score of its own (`tournament` "nsga2"; "limit" aims each child at a limit on a cost goal
     instead: evolution/proposal.py LimitTournament). With rungs, the population is compared at the
-    highest rung all of it reached, and the rung rule and the pick go by the first goal (the one training changes; costs
-    are the cell's). `best()` is the best by the first goal; `front()` the cells no other beats on
+    highest rung all of it reached, and the rung rule and the pick go by the first goal (the one
+    training changes; costs are the cell's). `best()` is the best by the first goal; `front()` the cells no other beats on
     every goal."""
 
     name = "pareto_evolution"

@@ -171,8 +171,6 @@ class SearchAlgorithm(RungBook, RepeatBook):
         trial, _ = self._next_trial()  # the space looks exhausted: this one trains, repeat or not
         log.warning("%d proposals in a row repeated a network already evaluated or training; trial %s is handed "
                     "out as it is", MAX_REJECTIONS, trial.trial_id)
-        if trial.trial_id in self._held:
-            self._held.remove(trial.trial_id)
         self._running.add(trial.trial_id)
         return trial
 

@@ -30,8 +30,8 @@ Both promote under the same two conditions, both needed:
 Plain ASHA on NAS-Bench-201 with rungs at 12 and 200 epochs spends most of a budget at the top
 rung and ends 2 points below plain evolution; the stopping rule stays within noise of it at the
 NATS-Bench budget and passes it at four times that budget, but on a table where the top rung never
-changes the pick it loses up to 2.3 standard errors; the payoff rule does not (benchmarks/README.md,
-tabular_rungs.py).
+changes the pick it falls up to 3 standard errors below plain evolution, the payoff rule at most
+1.8 (benchmarks/README.md, tabular_rungs.py).
 
 Every input of a decision (rung, value, cost) is in the journal with the decision, so a replay
 makes the same ones. Pure Python: this module must not import TensorFlow or Ray.

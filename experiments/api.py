@@ -66,8 +66,10 @@ def search(trainable: Callable[[dict[str, Any]], Any], space: SearchSpace, *, tr
     `trainable(config)` gets `config["genotype"]` (a genotype of `space`) and `config["trial_id"]`,
     and reports `objective` with `ray.tune.report({...})` (its last report counts), or returns a dict
     of metrics. An exception it raises, or a last report without `objective`, fails that candidate
-    (the reason recorded) and the search goes on; `max_consecutive_failures` failures in a row stop
-    it with `experiments.search.SearchHalted`; Ctrl-C stops it within a few seconds and returns the
+    (the reason recorded) and the search goes on once a trial has succeeded; before that the first
+    such failure stops it (the code, not the candidate, is wrong; `retry_failed=True` trains the
+    failed trials again after the fix), and `max_consecutive_failures` failures in a row stop it,
+    each with `experiments.search.SearchHalted`; Ctrl-C stops it within a few seconds and returns the
     results so far (trials in flight have no result; the message says so); calling `search` again
     resumes it. `trial_timeout_s` > 0 ends a trial still
     running after that long (plus `hang_grace_s`; default: the larger of 60 s and a quarter of the

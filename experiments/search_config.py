@@ -17,7 +17,7 @@ from typing import Any, Callable
 from evolution import ALGORITHMS, JournalLock, SearchAlgorithm, make_algorithm, resume
 from evolution.algorithms import as_json, genotype_of
 from evolution.objectives import LIMITED, MEASURES, Limits, MnasReward, parse_goals
-from evolution.params import EvolutionParams, ParetoParams
+from evolution.params import ParetoParams
 from evolution.repeats import REPEATS
 from evolution.rungs import RUNG_RULES, Rungs
 from experiments.layout import CONFIG, JOURNAL
@@ -28,6 +28,7 @@ from core.storage import read_json, write_json
 
 SEARCH_RUNG_RULES = tuple(name for name, rule in RUNG_RULES.items() if not rule.pauses)  # a paused trial: not via Tune
 log = logging.getLogger(__name__)
+SIZE_MEASURES = ("params", "multiply_adds")  # known before training: experiments/trial.py size_measure
 TIME_TO_TARGET = "seconds_to_target"  # the proxy's objective with --target_accuracy (mode min)
 
 
@@ -238,9 +239,10 @@ class SearchConfig:
     def size_measure(self) -> Callable[[Any], dict[str, int]] | None:
         """With a size limit, or the limit tournament on a size goal: a child's size, built in a Ray
         worker (Ray is up when it is asked)."""
-        sized = self.tournament == "limit" and not self.trainable and any(
-            g.metric in ("params", "multiply_adds") for g in parse_goals(list(self.objectives), MEASURES)[1:])
-        if not (self.max_params or self.max_multiply_adds or sized):
+        goals = parse_goals(list(self.objectives), MEASURES)[1:]
+        limited = any(getattr(self, f"max_{m}") for m in SIZE_MEASURES)
+        aimed = self.tournament == "limit" and not self.trainable and any(g.metric in SIZE_MEASURES for g in goals)
+        if not (limited or aimed):
             return None
         from experiments.trial import size_measure
 

@@ -239,3 +239,8 @@ def test_retry_failed_trains_the_failed_trials_again_with_their_ids_journaled(tm
     assert replayed.outcomes[1].status == "ok" and 2 not in replayed.outcomes and replayed.completed() == 2
     events = [json.loads(line)["event"] for line in open(tmp_path / "s" / "journal.jsonl")]
     assert events.count("retry") == 2
+    with_rungs = dataclasses.replace(config, output_dir=str(tmp_path / "r"), rungs=(1, 2))
+    open_search(with_rungs).close()
+    with pytest.raises(ValueError, match="retry_failed: not with rungs"):  # a rung's state would stay behind
+        open_search(dataclasses.replace(with_rungs, retry_failed=True))
+    open_search(with_rungs).close()  # the refusal left the journal's lock free

@@ -110,8 +110,8 @@ class ProxyConfig:
                 "trains the --epochs schedule, evaluated every --epochs_per_eval, and stops at the target or at "
                 "--target_seconds; the search minimises seconds_to_target."})
     target_seconds: float = field(default=0.0, metadata={
-        "help": "With --target_accuracy: training seconds a candidate gets to reach it; one that does not scores "
-                "target_seconds x (1 + the accuracy it lacks), after every one that did."})
+        "help": "With --target_accuracy: seconds a candidate gets to reach it, its evaluations counted; one that "
+                "does not scores target_seconds x (1 + the accuracy it lacks), after every one that did."})
     epochs_per_eval: float = field(default=0.25, metadata={"help": "With --target_accuracy: epochs between "
                                                                    "evaluations."})
     precision: str = field(default="float32", metadata={"help": "Compute precision of the proxy training: bfloat16 "
@@ -157,6 +157,19 @@ class ProxyConfig:
         if self.target_seconds and self.timeout_s and self.target_seconds >= 0.8 * self.timeout_s:
             raise ValueError(f"target_seconds: {self.target_seconds:g} s leaves no room under the trial timeout "
                              f"of {self.timeout_s:g} s (--trial_timeout_s); raise it or give less")
+
+    def reached_target(self, seconds: float, accuracy: float) -> bool:
+        """A hit of --target_accuracy: an evaluation at or over it that ended within target_seconds
+        of training (DAWNBench's time: the training and its evaluations, as `amoeba promote` counts)."""
+        return accuracy >= self.target_accuracy and seconds < self.target_seconds
+
+    def seconds_to_target(self, reached_s: float | None, best_accuracy: float) -> float:
+        """A --target_accuracy search's score (minimised): a hit's time, under target_seconds; a miss
+        target_seconds x (1 + the accuracy it lacked at its best, 0 if it got there too late), at
+        least target_seconds: every miss ranks after every hit, the nearer miss first."""
+        if reached_s is not None:
+            return reached_s
+        return self.target_seconds * (1 + max(0.0, self.target_accuracy - best_accuracy))
 
     @property
     def spec(self) -> ProxyDataset:
@@ -233,8 +246,10 @@ def check_data_dir(proxy: ProxyConfig) -> SplitPlan:
 
     path = storage.join(proxy.data, "metadata.json")
     if not storage.exists(path):
-        raise FileNotFoundError(f"{proxy.data}: no metadata.json; make the dir with `amoeba prepare` "
-                                f"(or `amoeba prepare --index_tfrecords` for TFRecords made elsewhere)")
+        from core.data_dir import no_metadata_message
+
+        raise FileNotFoundError(no_metadata_message(proxy.data, "make the dir with `amoeba prepare` (or `amoeba "
+                                                    "prepare --index_tfrecords` for TFRecords made elsewhere)"))
     try:
         num_images = int(storage.read_json(path)["num_train_images"])
     except (KeyError, TypeError, ValueError) as err:

@@ -69,7 +69,7 @@ def search(trainable: Callable[[dict[str, Any]], Any], space: SearchSpace, *, tr
     (the reason recorded) and the search goes on once a trial has succeeded; before that the first
     such failure stops it (the code, not the candidate, is wrong; `retry_failed=True` trains the
     failed trials again after the fix), and `max_consecutive_failures` failures in a row stop it,
-    each with `experiments.search.SearchHalted`; Ctrl-C stops it within a few seconds and returns the
+    each with `experiments.search.SearchHalted`; Ctrl-C (or SIGTERM) stops it within a few seconds and returns the
     results so far (trials in flight have no result; the message says so); calling `search` again
     resumes it. `trial_timeout_s` > 0 ends a trial still
     running after that long (plus `hang_grace_s`; default: the larger of 60 s and a quarter of the
@@ -98,7 +98,7 @@ def search(trainable: Callable[[dict[str, Any]], Any], space: SearchSpace, *, tr
                 run_search(config, found, make_trainable=lambda notes: tune.with_parameters(
                     user_trial, fn=trainable, space=space, objective=config.objective, timeout_s=trial_timeout_s,
                     grace_s=hang_grace_s, notes=notes))
-        except SearchInterrupted:  # Ctrl-C: the results so far, as Ray Tune's fit() returns them
+        except SearchInterrupted:  # Ctrl-C or SIGTERM: the results so far, as Ray Tune's fit() returns them
             print(f"interrupted: {len(found.pending())} trials in flight stay in {config.output_dir}'s journal; call "
                   "search() again with the same output_dir to resume", file=sys.stderr, flush=True)
         return search_results(found)

@@ -26,6 +26,7 @@ import pandas as pd
 from evolution import SearchAlgorithm, resume
 from searchspace import MacroGenotype, nasnet_genotype_from_json
 from experiments import ranking
+from experiments.comparison import choose
 from experiments.layout import CONFIG, JOURNAL, PLAN, RESULT
 from experiments.promote_config import PromoteConfig, baseline_model
 from experiments.noise import wilson_interval
@@ -38,7 +39,7 @@ RESULT_KEY = "promote_result"  # the trial's result.json, as JSON text in its Tu
 COMPARISON_COLUMNS = [
     "name", "kind", "model", "status", "params", "multiply_adds", "top1", "top1_low", "top1_high", "eval_images",
     "chance_top1", "top5", "epochs", "wall_seconds", "images_per_sec", "filters", "search_trial_id",
-    "search_val_accuracy", "search_dir", "error",
+    "search_rank", "search_val_accuracy", "search_dir", "error",
 ]  # and after images_per_sec, time, training multiply-adds and cost to each target (experiments/targets.py)
 MATCH_TOLERANCE = 0.1  # the paper compares cells at equal size: within 10% of the target's parameters
 
@@ -51,6 +52,7 @@ class PlannedModel:
     genotype: dict[str, Any] | None = None
     filters: int | None = None  # set by --match_params for searched cells
     search_trial_id: int | None = None
+    search_rank: int | None = None  # 1: the search's pick, as it ranked the cells promoted from it
     search_val_accuracy: float | None = None
     search_dir: str | None = None
     width_multiplier: float | None = None  # a baseline's NAME@WIDTH
@@ -91,7 +93,8 @@ def _search_accuracy(result: dict[str, Any], objective: str) -> float:
 
 
 def top_genotypes(search_dir: str, k: int) -> list[PlannedModel]:
-    """The search's best_distinct_trials, as models to promote."""
+    """The search's best_distinct_trials, as models to promote, each with its rank among them as the
+    search ranks (experiments/ranking.py; a Pareto search's are spread along its front)."""
     path = os.path.join(search_dir, JOURNAL)
     if not os.path.exists(path):
         raise FileNotFoundError(f"--search_dir {search_dir}: no {JOURNAL}; is it an `amoeba search` output dir?")
@@ -100,9 +103,12 @@ def top_genotypes(search_dir: str, k: int) -> list[PlannedModel]:
     if not chosen and k:
         raise ValueError(f"--search_dir {search_dir}: no successful trial to promote")
     prefix = os.path.basename(os.path.normpath(search_dir))
+    by_rank = chosen if len(algorithm.goals) <= 1 else ranking.ranked(algorithm, among=chosen)  # a front's: spread
+    rank = {tid: i + 1 for i, tid in enumerate(by_rank)}
     return [PlannedModel(name=f"{prefix}-trial{tid}", kind="searched",
                          model="nasnet_macro" if isinstance(algorithm.trials[tid].genotype, MacroGenotype) else "genotype",
                          genotype=algorithm.trials[tid].genotype.to_json(), search_trial_id=tid,
+                         search_rank=rank[tid],
                          search_val_accuracy=_search_accuracy(ranking.result_of(algorithm, tid),
                                                               algorithm.objective),
                          search_dir=os.path.abspath(search_dir))
@@ -332,7 +338,8 @@ def comparison_table(config: PromoteConfig, planned: list[PlannedModel], errors:
         path = storage.join(trained.model_dir, RESULT)
         result = storage.read_json(path) if storage.exists(path) else {}
         row = {"name": m.name, "kind": m.kind, "model": m.model, "filters": m.filters,
-               "search_trial_id": m.search_trial_id, "search_val_accuracy": m.search_val_accuracy,
+               "search_trial_id": m.search_trial_id, "search_rank": m.search_rank,
+               "search_val_accuracy": m.search_val_accuracy,
                "search_dir": m.search_dir, "status": "ok" if result else ("failed" if m.name in errors else "pending"),
                "error": errors.get(m.name, "")}
         row.update({k: result.get(k) for k in ("params", "multiply_adds", "top1", "top5", "epochs", "wall_seconds",
@@ -358,7 +365,7 @@ def _top1_noise(result: dict, model_dir: str) -> dict:
 
 
 INTEGER_COLUMNS = {"eval_images": "Int64", "params": "Int64", "multiply_adds": "Int64", "filters": "Int64",
-                   "search_trial_id": "Int64"}
+                   "search_trial_id": "Int64", "search_rank": "Int64"}
 
 
 def write_comparison(output_dir: str, table: pd.DataFrame) -> None:
@@ -372,28 +379,18 @@ def read_comparison(output_dir: str) -> pd.DataFrame:
     return table.astype({k: v for k, v in INTEGER_COLUMNS.items() if k in table})  # older ones lack eval_images
 
 
-def export_winner(config: PromoteConfig, table: pd.DataFrame) -> str:
-    """Export the finished model with the best top-1 (ties: fewer parameters) from its checkpoint as
-    a SavedModel to `config.export_dir` (trainer/export.py); its name. ValueError when none finished."""
+def export_winner(config: PromoteConfig, table: pd.DataFrame) -> tuple[str, str]:
+    """Export the model `config.export_choice` picks (experiments/comparison.py's `choose`: each
+    search's pick and the baselines, by top-1 or by time to the highest --target_top1) from its
+    checkpoint as a SavedModel to `config.export_dir` (trainer/export.py); (its name, why, in words).
+    ValueError when none finished."""
     from trainer.export import export_model
     from trainer.train import load_trainer
 
-    ok = table[table.status == "ok"]
-    if ok.empty:
-        raise ValueError("--export_dir: no model finished, nothing to export")
-    winner = ok.sort_values(["top1", "params"], ascending=[False, True]).iloc[0]["name"]
+    target = max(config.target_top1) if config.target_top1 else None
+    winner, why = choose(table, config.export_choice, target)
     planned = next(m for m in open_plan(config) if m.name == winner)
     trainer = load_trainer(model_config(config, planned).model_dir, config.data)
     export_model(trainer.model, config.export_dir, trainer.config.image_size, trainer.info.labels,
                  trainer.config.center_crop)
-    return winner
-
-
-def comparison_text(table: pd.DataFrame) -> str:
-    """The comparison as a terminal table: the columns a reader compares, best top-1 first."""
-    shown = ["name", "status", "params", "multiply_adds", "top1", "top1_low", "top1_high", "eval_images", "top5",
-             "epochs", "wall_seconds", "images_per_sec",
-             *[c for c in table if (parse_column(c) or ("",))[0] in ("time", "cost")]]
-    shown = [c for c in shown if c in table and (table[c].notna().any() or c in ("name", "status"))]
-    ordered = table.sort_values("top1", ascending=False, na_position="last")[shown]
-    return ordered.to_string(index=False, float_format=lambda v: f"{v:.4g}")
+    return winner, why

@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from experiments.comparison import EXPORT_CHOICES
 from experiments.search_config import SearchConfig
 from experiments.settings import FREE, as_json
 from core import storage
@@ -50,8 +51,13 @@ class PromoteConfig:
                                                   "and cost to (DAWNBench: the first evaluation at or over each; "
                                                   "e.g. 0.5,0.7).", free=True)
     target_top5: tuple[float, ...] = _setting((), "Top-5 accuracies to measure them to.", free=True)
-    export_dir: str | None = _setting(None, "Export the most accurate model (top-1) as a SavedModel here at the end, "
+    export_dir: str | None = _setting(None, "Export the model --export_choice picks as a SavedModel here at the end, "
                                             "for `amoeba predict` and TF Serving.", free=True)
+    export_choice: str = _setting("accuracy", "Which model --export_dir exports, among each search's pick (the cell "
+                                              "it ranked first, not the best of several on the evaluation split) "
+                                              "and the baselines: accuracy (top-1; says when it is within noise) or "
+                                              "time_to_target (the first to the highest --target_top1).", free=True,
+                                  choices=EXPORT_CHOICES)
     cost_per_hour: float = _setting(0.0, "Price of one trial's resources per hour: the cost to the targets "
                                          "(DAWNBench's cost; 0: not shown).", free=True)
     cpus_per_trial: float = _as_search("cpus_per_trial", "CPUs per model (0: the cluster's CPUs shared out among "
@@ -90,6 +96,10 @@ class PromoteConfig:
             object.__setattr__(self, name, tuple(float(v) for v in targets))
             if any(not 0 < v <= 1 for v in targets):
                 raise ValueError(f"{name}: accuracies in (0, 1], got {list(targets)}")
+        if self.export_choice not in EXPORT_CHOICES:
+            raise ValueError(f"export_choice: one of {list(EXPORT_CHOICES)}, got {self.export_choice!r}")
+        if self.export_choice == "time_to_target" and not self.target_top1:
+            raise ValueError("export_choice: time_to_target needs --target_top1 (the accuracy to race to)")
         self.train_config("check", "resnet20")  # the recipe's own checks, at once
 
     def targets(self) -> dict[str, tuple[float, ...]]:

@@ -84,6 +84,25 @@ def _picks(algorithm: SearchAlgorithm, pool: list[int], key: Any) -> Iterable[in
         yield pick
 
 
+def picks_so_far(algorithm: SearchAlgorithm, order: Iterable[int]) -> list[int | None]:
+    """After each trial of `order`, the search's pick among the trials up to it (None while none has
+    a result): a best-so-far line that agrees with `ranked` (like with like across rungs), where a
+    running maximum of each trial's last score would mix fidelities."""
+    results = set(rankable(algorithm))
+    seen: list[int] = []
+    picks: list[int | None] = []
+    for tid in order:
+        if tid in results:
+            seen.append(tid)
+            pick = ranked(algorithm, 1, among=seen)
+            if not algorithm.rungs:  # one fidelity: the next pick is the better of this one and a new trial
+                seen = pick
+            picks.append(pick[0])
+        else:
+            picks.append(picks[-1] if picks else None)
+    return picks
+
+
 def best(algorithm: SearchAlgorithm) -> tuple[Trial, Outcome] | None:
     """The best trial and its result (an Outcome without told_at while it trains at a higher rung)."""
     top = ranked(algorithm, 1)
@@ -91,14 +110,3 @@ def best(algorithm: SearchAlgorithm) -> tuple[Trial, Outcome] | None:
         return None
     tid = top[0]
     return algorithm.trials[tid], algorithm.outcomes.get(tid) or Outcome("ok", result_of(algorithm, tid))
-
-
-def best_so_far(scores: Iterable[float], mode: str) -> list[float]:
-    """The running best of scores in order (NaN, a failed trial, leaves it as it was)."""
-    out, best_value = [], math.nan
-    for value in scores:
-        if not math.isnan(value) and (math.isnan(best_value) or (value > best_value if mode == "max"
-                                                                 else value < best_value)):
-            best_value = value
-        out.append(best_value)
-    return out

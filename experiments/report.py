@@ -4,27 +4,31 @@ tables as text, from search dirs and promote dirs.
 What it shows: each search's progress (every trial's accuracy and the best so far, against trial
 number and wall time; several searches, e.g. regularized evolution and random, on the same axes),
 accuracy against parameters, multiply-adds and latency with the Pareto front marked, the best genotypes'
-cells drawn by Graphviz, the comparison of promoted models and baselines, and the settings of
-each run. Reads only the runs' own files; must not train, search or talk to Ray.
+cells drawn by Graphviz, the comparison of promoted models and baselines with its verdict
+(experiments/comparison.py: each search's pick, never the best on the test split), and the
+settings of each run. Reads only the runs' own files (and the search dirs a promote names);
+must not train, search or talk to Ray.
 """
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
 
 from evolution import resume
-from experiments import noise, ranking
+from experiments import ranking
+from experiments.comparison import comparison_text, promote_verdict, top5_trivial
 from experiments.layout import CONFIG, JOURNAL, PLAN, RESULT
-from experiments.promote import best_distinct_trials, comparison_text, read_comparison
+from experiments.promote import best_distinct_trials, read_comparison
 from experiments.report_figures import (  # noqa: F401 - pareto_front: its public name here too
-    cell_figure, hours_since_start, pareto_figure, pareto_front, progress_figure, time_figure)
+    cell_figure, duration, pareto_figure, pareto_front, progress_figure, seconds_since_start, time_figure)
 from experiments.results import results_table
 from experiments.targets import parse_column
 
@@ -39,6 +43,7 @@ class SearchRun:
     objective: str
     table: pd.DataFrame  # experiments/results.py's results table
     settings: dict[str, Any]
+    picks: Callable[[list[int]], list[int | None]]  # the search's pick after each trial of an order
     genotypes: dict[int, Any] = field(default_factory=dict)  # trial id -> genotype, of the best trials
     score: str = ""  # the column the search ranked by: the objective, or "reward" with one
     mode: str = "max"  # the search's direction: max or min
@@ -56,6 +61,7 @@ class PromoteRun:
     settings: dict[str, Any]
     genotypes: dict[str, dict[str, Any]] = field(default_factory=dict)  # model name -> genotype JSON
     histories: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # model name -> its evaluations
+    seeds: dict[str, str] = field(default_factory=dict)  # model name -> what to say of a seed the search was given
 
 
 def load_run(folder: str) -> SearchRun | PromoteRun:
@@ -73,14 +79,16 @@ def load_run(folder: str) -> SearchRun | PromoteRun:
         # the cells `amoeba promote --top_k` would pick: distinct, ties to fewer parameters
         genotypes = {tid: algorithm.trials[tid].genotype for tid in best_distinct_trials(algorithm, TOP_GENOTYPES)}
         best = ranking.ranked(algorithm, 1)
-        return SearchRun(name, folder, type(algorithm).name, algorithm.objective, table, settings, genotypes,
+        return SearchRun(name, folder, type(algorithm).name, algorithm.objective, table, settings,
+                         functools.partial(ranking.picks_so_far, algorithm), genotypes,
                          score=ranking.score_name(algorithm), mode=algorithm.mode, best_id=best[0] if best else None)
     if os.path.exists(os.path.join(folder, PLAN)) and os.path.exists(os.path.join(folder, "comparison.csv")):
         plan = json.load(open(os.path.join(folder, PLAN)))
         genotypes = {m["name"]: m["genotype"] for m in plan["models"] if m.get("genotype")}
         results = {m["name"]: os.path.join(folder, "models", m["name"], RESULT) for m in plan["models"]}
         histories = {n: json.load(open(path)).get("history", []) for n, path in results.items() if os.path.exists(path)}
-        return PromoteRun(name, folder, read_comparison(folder), plan["settings"], genotypes, histories)
+        table = read_comparison(folder)
+        return PromoteRun(name, folder, table, plan["settings"], genotypes, histories, _promoted_seeds(table))
     raise FileNotFoundError(f"{folder}: neither a search dir ({JOURNAL}) nor a promote dir ({PLAN} and "
                             "comparison.csv)")
 
@@ -94,12 +102,41 @@ def search_summary(searches: list[SearchRun]) -> pd.DataFrame:
         t = run.table
         ok = t[t.status == "ok"][run.score].astype(float)
         best = t.set_index("trial_id")[run.score].get(run.best_id) if run.best_id is not None else None
+        seconds = seconds_since_start(t[t.status != "pending"]).max()  # NaN: a journal without times
         rows.append({"search": run.name, "algorithm": run.algorithm, "ranked by": f"{run.score}:{run.mode}",
                      "trials": int((t.status != "pending").sum()), "ok": len(ok),
                      "failed": int((t.status == "failed").sum()), "best": best, "median": ok.median(),
                      "best trial": run.best_id,
-                     "hours": float(hours_since_start(t[t.status != "pending"]).max()) if len(ok) else None})
+                     "wall time": duration(float(seconds)) if len(ok) and pd.notna(seconds) else None})
     return pd.DataFrame(rows)
+
+
+def seed_note(table: pd.DataFrame, trial_id: int | None) -> str | None:
+    """`the seed you gave (amoebanet_a, trial 0); the search found nothing better in its 59 other trials`
+    when the search's best is a seed it was given (--initial, mutation "initial"); None otherwise."""
+    rows = table.set_index("trial_id")
+    if trial_id is None or rows.mutation.get(trial_id) != "initial":
+        return None
+    from searchspace.references import REFERENCES
+
+    key = rows.key[trial_id]
+    name = next((n for n, g in REFERENCES.items() if g.key() == key), "a genotype of --initial")
+    others = int((rows.status != "pending").sum()) - 1
+    return f"the seed you gave ({name}, trial {trial_id}); the search found nothing better in its {others} other trials"
+
+
+def _promoted_seeds(table: pd.DataFrame) -> dict[str, str]:
+    """Promoted cells that are seeds their search was given: model name -> seed_note (each search dir's
+    journal replayed read-only, where it still is)."""
+    seeds, tables = {}, {}
+    for _, row in table[(table.kind == "searched") & table.search_dir.notna()].iterrows():
+        path = os.path.join(row.search_dir, JOURNAL)
+        if row.search_dir not in tables and os.path.exists(path):
+            tables[row.search_dir] = results_table(resume(path, read_only=True))
+        note = seed_note(tables[row.search_dir], int(row.search_trial_id)) if row.search_dir in tables else None
+        if note:
+            seeds[row["name"]] = note
+    return seeds
 
 
 def best_trials(run: SearchRun) -> pd.DataFrame:
@@ -109,62 +146,6 @@ def best_trials(run: SearchRun) -> pd.DataFrame:
     measured = [c for c in ("reward", "latency_ms", "step_ms") if c in best and best[c].notna().any()]
     measured = [c for c in measured if c != run.objective]
     return best[["trial_id", *rungs, run.objective, *measured, "params", "multiply_adds", "mutation", "genotype"]]
-
-
-def promote_verdict(table: pd.DataFrame) -> str | None:
-    """The best searched cell against the best baseline, one sentence each: by top-1, and (when the
-    promote had a target) by time to the target and by cost to it (None without both kinds)."""
-    ok = table[table.status == "ok"]
-    searched, baselines = ok[ok.kind == "searched"], ok[ok.kind == "baseline"]
-    if searched.empty or baselines.empty:
-        return None
-    cell, base = searched.loc[searched.top1.idxmax()], baselines.loc[baselines.top1.idxmax()]
-    n_cell, n_base = (_images(row) for row in (cell, base))
-    word = noise.compared(cell.top1, n_cell, base.top1, n_base)
-    chance = f" Chance is {cell.chance_top1:.4f}." if pd.notna(cell.get("chance_top1")) else ""
-    sentences = [f"On accuracy, the best searched cell, {cell['name']} (top-1 {noise.shown(cell.top1, n_cell)}, "
-                 f"{int(cell.params):,} parameters), {word} the best baseline, {base['name']} (top-1 "
-                 f"{noise.shown(base.top1, n_base)}, {int(base.params):,} parameters), after {cell.epochs:.1f} and "
-                 f"{base.epochs:.1f} epochs{' (95% intervals overlap)' if word.startswith('is within') else ''}."
-                 f"{chance}"]
-    for column in ok:
-        parsed = parse_column(column)
-        if not parsed or parsed[0] == "macs" or ok[column].isna().all():
-            continue
-        measure, metric, target = parsed
-        what = f"{measure} to {metric} {target:g}" if target else f"{measure} to the {metric} target"
-        sentences.append(_race(searched, baselines, column, what, "min" if measure == "time" else "$"))
-    return " ".join(sentences)
-
-
-def _images(row: pd.Series) -> int | None:
-    """The evaluation images a row's top-1 is over (a comparison written before they were kept: None)."""
-    n = row.get("eval_images")
-    return int(n) if n is not None and pd.notna(n) else None
-
-
-def _race(searched: pd.DataFrame, baselines: pd.DataFrame, column: str, what: str, unit: str) -> str:
-    """One sentence: the searched cell and the baseline that got to the target first, compared."""
-    def first(rows: pd.DataFrame) -> pd.Series | None:
-        reached = rows[rows[column].notna()]
-        return reached.loc[reached[column].astype(float).idxmin()] if len(reached) else None
-
-    def shown(row: pd.Series) -> str:
-        value = float(row[column])
-        return f"{value / 60:.1f} min" if unit == "min" else f"${value:.2f}"
-
-    cell, base = first(searched), first(baselines)
-    if cell is None and base is None:
-        return f"On {what}, neither a searched cell nor a baseline reached it."
-    if cell is None:
-        return f"On {what}, no searched cell reached it; the baseline {base['name']} did in {shown(base)}."
-    if base is None:
-        return f"On {what}, the searched cell {cell['name']} reached it in {shown(cell)}; no baseline did."
-    word = "beats" if float(cell[column]) < float(base[column]) else (
-        "ties" if float(cell[column]) == float(base[column]) else "does not beat")
-    first = "fastest" if unit == "min" else "cheapest"
-    return (f"On {what}, the {first} searched cell, {cell['name']} ({shown(cell)}), {word} the {first} baseline, "
-            f"{base['name']} ({shown(base)}).")
 
 
 def _cell(value: Any) -> str:
@@ -183,7 +164,8 @@ def promote_display(table: pd.DataFrame) -> pd.DataFrame:
     """The comparison as the report shows it, narrow enough for a 1280 px window: top-1 with its 95%
     interval in one column, sizes in millions, times in seconds and training multiply-adds in
     teraMACs under short headers; the columns a reader does not compare (model family, search dir,
-    chance: the verdict says it) left out, and the error column only when a model failed."""
+    chance: the verdict says it; top-5 with 5 classes or fewer) left out, and the error column only
+    when a model failed."""
     def millions(v: Any) -> str:
         return f"{v / 1e6:.2f}M" if pd.notna(v) else ""
 
@@ -196,7 +178,8 @@ def promote_display(table: pd.DataFrame) -> pd.DataFrame:
     shown = pd.DataFrame({"name": table["name"], "kind": table["kind"], "status": table["status"],
                           "params": table["params"].map(millions), "MACs": table["multiply_adds"].map(millions),
                           "top-1 [95%]": table.apply(top1, axis=1) if len(table) else [],
-                          "eval images": table.get("eval_images"), "top-5": table["top5"],
+                          "eval images": table.get("eval_images"),
+                          **({} if top5_trivial(table) else {"top-5": table["top5"]}),
                           "epochs": table["epochs"], "wall s": table["wall_seconds"],
                           "images/s": table["images_per_sec"]})
     for column in table:
@@ -285,8 +268,14 @@ def _search_sections(searches: list[SearchRun], body: list[str], text: list[str]
     summary = search_summary(searches)
     body += ["<h2>Search progress</h2>", _html_table(summary),
              _figure("progress", progress_figure(searches), "Each trial's proxy score (dots) and the best "
-                     "so far (line), against trial number (left) and wall time (right).")]
+                     "so far as the search ranks (line; with rungs, like with like), against trial number (left) "
+                     "and wall time (right).")]
     text += ["Searches", summary.to_string(index=False, float_format=lambda v: f"{v:.4g}")]
+    for run in searches:
+        note = seed_note(run.table, run.best_id)
+        if note:
+            body.append(f"<p>{html.escape(run.name)}: the best is {html.escape(note)}.</p>")
+            text.append(f"{run.name}: the best is {note}.")
     pareto = pareto_figure([(r.name, r.table) for r in searches], searches[0].objective,
                            f"proxy {searches[0].objective}", mode=searches[0].mode)
     if pareto:
@@ -301,7 +290,7 @@ def _promote_sections(promotes: list[PromoteRun], body: list[str], text: list[st
         shown = run.table.sort_values("top1", ascending=False)
         body += [f"<h3>{html.escape(run.name)}</h3>", _html_table(promote_display(shown))]
         text += [f"Promoted: {run.name}", comparison_text(run.table)]
-        verdict = promote_verdict(run.table)
+        verdict = promote_verdict(run.table, run.seeds)
         if verdict:
             body.append(f"<p><b>{html.escape(verdict)}</b></p>")
             text.append(verdict)
@@ -316,7 +305,8 @@ def _promote_sections(promotes: list[PromoteRun], body: list[str], text: list[st
     pareto = pareto_figure(kinds, "top1", "top-1 accuracy (evaluation split)", annotate=True)
     if pareto:
         body.append(_figure("promote-pareto", pareto, "Promoted cells and baselines: top-1 on the evaluation "
-                            "split against parameters and multiply-adds; the Pareto front circled."))
+                            "split (bars: Wilson 95% intervals) against parameters and multiply-adds; the Pareto "
+                            "front circled."))
 
 
 def _cell_sections(searches: list[SearchRun], promotes: list[PromoteRun], body: list[str], text: list[str],

@@ -1,7 +1,8 @@
 """The report's figures (experiments/report.py), drawn by matplotlib to inline SVG text: a search's
-progress, accuracy against size and cost with the Pareto front, promoted models' accuracy against
-wall time, and cells drawn by Graphviz. Reads
-the tables it is given only; must not train, search or talk to Ray.
+progress, accuracy against size and cost with the Pareto front (a promote's with each model's 95%
+interval), promoted models' accuracy against wall time, and cells drawn by Graphviz; and durations
+in a unit of their size. Reads the tables (and the ranking rule) it is given only; must not train,
+search or talk to Ray.
 """
 
 from __future__ import annotations
@@ -11,8 +12,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
-from experiments import ranking
 
 
 def _svg(fig) -> str:
@@ -35,39 +34,63 @@ def _axes(columns: int, width: float = 6.0):
     return plt.subplots(1, columns, figsize=(width * columns, 4.2), squeeze=False)
 
 
-def hours_since_start(table: pd.DataFrame) -> pd.Series:
-    """Hours from the first trial's start to each result (NaN where the journal has no times)."""
+TIME_UNITS = (("s", 1.0), ("min", 60.0), ("h", 3600.0))  # a duration is shown in the largest unit it fills
+
+
+def time_unit(seconds: float) -> tuple[str, float]:
+    """(unit, seconds in it) for showing `seconds`: s under a minute, min under an hour, else h."""
+    fits = [unit for unit in TIME_UNITS if seconds >= unit[1]]
+    return fits[-1] if fits else TIME_UNITS[0]
+
+
+def duration(seconds: float) -> str:
+    """`42 s`, `3.0 min` or `1.5 h`: not 0.05 hours."""
+    unit, size = time_unit(seconds)
+    return f"{seconds:.0f} s" if unit == "s" else f"{seconds / size:.1f} {unit}"
+
+
+def seconds_since_start(table: pd.DataFrame) -> pd.Series:
+    """Seconds from the first trial's start to each result (NaN where the journal has no times)."""
     told = pd.to_numeric(table.told_at, errors="coerce")
     start = (told - table.trial_seconds.fillna(0)).min()
-    return (told - start) / 3600
+    return told - start
+
+
+def _best_line(run: Any, rows: pd.DataFrame) -> pd.Series:
+    """The search's pick among the trials up to each of `rows` (in their order), as its score: ranked
+    as the summary ranks (experiments/ranking.py; like with like across rungs), not a running
+    maximum of scores at different fidelities."""
+    picks = run.picks(list(rows.trial_id))
+    scores = run.table.set_index("trial_id")[run.score].astype(float)
+    return pd.Series([scores[p] if p is not None else np.nan for p in picks], index=rows.index)
 
 
 def progress_figure(searches: list[Any]) -> str:
-    """Each trial's accuracy (dots) and the best so far (line), against trial number and wall time."""
+    """Each trial's score (dots) and the search's pick so far (line), against trial number and wall time."""
+    from matplotlib.ticker import MaxNLocator
+
     fig, axes = _axes(2)
+    longest = max((seconds_since_start(run.table).max() for run in searches), default=np.nan)
+    unit, size = time_unit(float(longest))
     for i, run in enumerate(searches):
-        colour = f"C{i}"
-        done = run.table[run.table.status != "pending"].sort_values("trial_id")
+        table = run.table
+        done = table[(table.status != "pending") | table[run.score].notna()].sort_values("trial_id")
         score = done[run.score].astype(float)
-        best = pd.Series(ranking.best_so_far(score.where(done.status == "ok"), run.mode), index=done.index)
-        label = f"{run.name} ({run.algorithm})"
-        hours = hours_since_start(done)
-        by_time = hours.sort_values(kind="stable").index  # trials finish out of order when several run at once
-        best_by_time = pd.Series(ranking.best_so_far(score.where(done.status == "ok")[by_time], run.mode),
-                                 index=by_time)
-        for ax, x, y, line in ((axes[0][0], done.trial_id, score, best),
-                               (axes[0][1], hours[by_time], score[by_time], best_by_time)):
+        seconds = seconds_since_start(done)
+        by_time = done.loc[seconds.sort_values(kind="stable").index]  # trials finish out of order
+        for ax, rows, x in ((axes[0][0], done, done.trial_id), (axes[0][1], by_time, seconds[by_time.index] / size)):
             if x.isna().all():
                 continue
-            ax.scatter(x, y, s=10, alpha=0.45, color=colour)
-            ax.step(x, line, where="post", color=colour, linestyle=("-", "--", ":", "-.")[i % 4], linewidth=1.6,
-                    label=f"{label}: best so far")
-    undated = [run.name for run in searches if hours_since_start(run.table).isna().all()]
+            ax.scatter(x, score[rows.index], s=10, alpha=0.45, color=f"C{i}")
+            ax.step(x, _best_line(run, rows), where="post", color=f"C{i}", linewidth=1.6,
+                    linestyle=("-", "--", ":", "-.")[i % 4], label=f"{run.name} ({run.algorithm}): best so far")
+    undated = [run.name for run in searches if seconds_since_start(run.table).isna().all()]
     if undated:
         axes[0][1].text(0.5, 0.08, f"no result times in the journal of {', '.join(undated)}", ha="center",
                         transform=axes[0][1].transAxes, fontsize=8)
     axes[0][0].set_xlabel("trial")
-    axes[0][1].set_xlabel("wall time (hours)")
+    axes[0][0].xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes[0][1].set_xlabel(f"wall time ({unit})")
     for ax in axes[0]:
         ax.set_ylabel(f"{searches[0].score} (proxy)")
         ax.grid(alpha=0.3)
@@ -105,6 +128,7 @@ def pareto_figure(series: list[tuple[str, pd.DataFrame]], accuracy: str, ylabel:
                 continue
             ax.scatter(ok[cost].astype(float), ok[accuracy].astype(float), s=14, alpha=0.6, color=f"C{i}",
                        label=label)
+            _error_bars(ax, ok, cost, accuracy, f"C{i}")
             if annotate:
                 for _, row in ok.iterrows():
                     ax.annotate(str(row["name"]), (float(row[cost]), float(row[accuracy])), fontsize=7,
@@ -132,20 +156,36 @@ def pareto_figure(series: list[tuple[str, pd.DataFrame]], accuracy: str, ylabel:
     return _svg(fig)
 
 
+def _error_bars(ax: Any, rows: pd.DataFrame, cost: str, accuracy: str, colour: str) -> None:
+    """Each point's 95% interval (`ACCURACY_low`, `ACCURACY_high`: a promote's Wilson intervals,
+    experiments/noise.py) as a vertical bar, where the table has them."""
+    low, high = f"{accuracy}_low", f"{accuracy}_high"
+    if low not in rows or high not in rows:
+        return
+    known = rows[rows[low].notna() & rows[high].notna()]
+    if known.empty:
+        return
+    y = known[accuracy].astype(float)
+    ax.errorbar(known[cost].astype(float), y, yerr=[y - known[low].astype(float), known[high].astype(float) - y],
+                fmt="none", ecolor=colour, elinewidth=1, capsize=3, alpha=0.7)
+
+
 def time_figure(histories: dict[str, list[dict[str, Any]]], targets: tuple[float, ...]) -> str | None:
-    """Each promoted model's top-1 at its evaluations against its training wall time (minutes, with
-    the evaluations, as DAWNBench counts it), one line each; the targets dashed. None without any."""
+    """Each promoted model's top-1 at its evaluations against its training wall time (with the
+    evaluations, as DAWNBench counts it; in s, min or h by its length), one line each; the targets
+    dashed. None without any."""
     runs = {name: sorted(rows, key=lambda r: r["step"]) for name, rows in histories.items() if rows}
     if not runs:
         return None
     fig, axes = _axes(1, width=8.0)
     ax = axes[0][0]
+    unit, size = time_unit(max(r["wall_seconds"] for rows in runs.values() for r in rows))
     for i, (name, rows) in enumerate(runs.items()):
-        ax.plot([r["wall_seconds"] / 60 for r in rows], [r["top1"] for r in rows], marker="o", markersize=3,
+        ax.plot([r["wall_seconds"] / size for r in rows], [r["top1"] for r in rows], marker="o", markersize=3,
                 color=f"C{i % 10}", linestyle="-" if i < 10 else "--", label=name)
     for target in targets:
         ax.axhline(target, color="grey", linestyle=":", linewidth=1)
-    ax.set_xlabel("training wall time, evaluations included (minutes)")
+    ax.set_xlabel(f"training wall time, evaluations included ({unit})")
     ax.set_ylabel("top-1 accuracy (evaluation split)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")

@@ -5,6 +5,7 @@ Reads only the algorithm's records; must not train or talk to Ray.
 
 from __future__ import annotations
 
+import math
 import os
 
 import pandas as pd
@@ -64,11 +65,22 @@ def results_table(algorithm: SearchAlgorithm) -> pd.DataFrame:
             rows[-1]["reward"] = algorithm.score(metrics) if outcome and outcome.status == "ok" else None
     extra = [g.metric for g in algorithm.goals] + (["reward"] if algorithm.reward else []) + _target_columns(algorithm)
     columns = COLUMNS + [c for c in extra if c not in COLUMNS]
-    table = pd.DataFrame(rows, columns=columns)
-    whole = {"parent_id": "Int64", "reused_from": "Int64", "validation_images": "Int64", "params": "Int64", "multiply_adds": "Int64", "rung": "Int64", "train_steps": "Int64"}
-    epochs = table.epochs.dropna()
-    if (epochs == epochs.round()).all():  # rungs' epochs; a --train_seconds search's are fractions
-        whole["epochs"] = "Int64"
+    return _whole_numbers_as_integers(pd.DataFrame(rows, columns=columns))
+
+
+# Counts shown without a decimal point when every value is whole: a --train_seconds search's epochs
+# are fractions, and a function of one's own may report its sizes in millions (params 1.25)
+WHOLE = ("parent_id", "reused_from", "validation_images", "params", "multiply_adds", "rung", "train_steps", "epochs")
+
+
+def _whole_numbers_as_integers(table: pd.DataFrame) -> pd.DataFrame:
+    """`table` with each WHOLE column that holds only whole numbers (or none) as nullable integers;
+    a column with a fraction (or anything not a finite number) in it stays as it is."""
+    whole = {}
+    for name in WHOLE:
+        values = pd.to_numeric(table[name].dropna(), errors="coerce")
+        if values.map(lambda v: math.isfinite(v) and v == round(v) and abs(v) < 2**63).all():
+            whole[name] = "Int64"
     return table.astype(whole)
 
 

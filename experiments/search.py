@@ -14,10 +14,8 @@ import logging
 import os
 import re
 import shutil
-import signal
-import threading
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from evolution import SearchAlgorithm
 from experiments import ranking
@@ -25,6 +23,7 @@ from experiments.layout import CHECKPOINTS, CONFIG, JOURNAL, RESULT_FILES
 from experiments.resources import ClusterTooSmall, trial_resources
 from experiments.results import top_table, write_results
 from experiments.search_config import SearchConfig, open_search, resume_differences
+from experiments.stop_signals import stop_on_interrupt
 from core import storage
 
 __all__ = ["CHECKPOINTS", "CONFIG", "JOURNAL", "RESULT_FILES", "CircuitBreaker", "ClusterTooSmall", "SearchConfig",
@@ -38,36 +37,7 @@ class SearchHalted(RuntimeError):
 
 
 class SearchInterrupted(SearchHalted):
-    """Ctrl-C stopped the search; a rerun with the same command resumes it."""
-
-
-@contextlib.contextmanager
-def stop_on_interrupt() -> Iterator[threading.Event]:
-    """Ctrl-C (SIGINT) sets the event: the search stops its trials as the circuit breaker does and
-    ends (Ray Tune's own handler, which ends one Tune experiment and lets the next start, is turned
-    off); a second Ctrl-C ends the driver at once. Only the main thread can take the signal."""
-    interrupted = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
-        yield interrupted
-        return
-
-    def handle(signum: int, frame: Any) -> None:
-        if interrupted.is_set():
-            raise KeyboardInterrupt
-        interrupted.set()
-        print("interrupted: stopping the running trials (Ctrl-C again to end at once); run the same command "
-              "again to resume", flush=True)
-
-    before, tune_handler = signal.signal(signal.SIGINT, handle), os.environ.get("TUNE_DISABLE_SIGINT_HANDLER")
-    os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
-    try:
-        yield interrupted
-    finally:
-        signal.signal(signal.SIGINT, before)
-        if tune_handler is None:
-            os.environ.pop("TUNE_DISABLE_SIGINT_HANDLER", None)
-        else:
-            os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = tune_handler
+    """Ctrl-C or SIGTERM stopped the search; a rerun with the same command resumes it."""
 
 
 CODE_ERRORS = ("the trial finished without reporting", "the training function returned without reporting")
@@ -186,7 +156,7 @@ def _run_tuners(config: SearchConfig, algorithm: SearchAlgorithm, breaker: Circu
     series of experiments of at most trials_per_tuner trials, one journal."""
     import ray
 
-    from evolution.tune_searcher import EvolutionSearcher
+    from evolution.tune_searcher import EvolutionSearcher, checkpoint_dir
     from experiments.progress import ProgressCallback
     from experiments.trial import FailureNotes, run_trial
 
@@ -210,14 +180,16 @@ def _run_tuners(config: SearchConfig, algorithm: SearchAlgorithm, breaker: Circu
             run_trial, proxy={**config.proxy.to_dict(), "threads": max(1, int(resources["CPU"])),
                               "tpu": "local" if config.tpus_per_trial else None},
             space=algorithm.space.to_config(), notes=notes, objectives=[g.metric for g in algorithm.goals])
-    progress = ProgressCallback(algorithm, config.max_trials, every_s=config.progress_every_s)
+    checkpoint_root = os.path.abspath(os.path.join(config.output_dir, CHECKPOINTS))  # each trial's state dir
+    progress = ProgressCallback(algorithm, config.max_trials, every_s=config.progress_every_s,
+                                trial_dir=lambda trial_id: checkpoint_dir(checkpoint_root, trial_id))
     part = 0
     try:
         while not halted() and (left := config.max_trials - algorithm.completed()) > 0:
             before, part = algorithm.completed(), part + 1
             searcher = EvolutionSearcher(algorithm, min(left, config.trials_per_tuner), on_tell=record,
                                          failure_reason=failure_reason, should_stop=halted,
-                                         checkpoint_root=os.path.abspath(os.path.join(config.output_dir, CHECKPOINTS)))
+                                         checkpoint_root=checkpoint_root)
             _tuner(config, algorithm, searcher, trainable, resources, concurrent, min(left, config.trials_per_tuner),
                    halted, progress, part).fit()
             if algorithm.completed() == before and not algorithm.waiting_reissue():  # every trial stopped
@@ -366,8 +338,9 @@ def describe_result(algorithm: SearchAlgorithm, metrics: dict[str, Any]) -> str:
     parts = [f"{algorithm.objective} {metrics[algorithm.objective]:.4f}"]
     if algorithm.reward is not None:
         parts.append(f"reward {algorithm.score(metrics):.4f}")
-    if "params" in metrics:
-        parts.append(f"{metrics['params']:,.0f} params")
+    if "params" in metrics:  # a function of one's own may count them in millions
+        params = metrics["params"]
+        parts.append(f"{params:,.0f} params" if float(params).is_integer() else f"{params:g} params")
     for name, label in (("latency_ms", "latency"), ("step_ms", "step")):
         if name in metrics:
             parts.append(f"{label} {metrics[name]:.3g} ms")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from evolution import ALGORITHMS, JournalLock, SearchAlgorithm, make_algorithm, resume
-from evolution.algorithms import as_json, genotype_of
+from evolution.algorithms import RandomSearch, as_json, genotype_of
 from evolution.objectives import LIMITED, MEASURES, Limits, MnasReward, parse_goals
 from evolution.params import ParetoParams
 from evolution.repeats import REPEATS
@@ -279,6 +279,21 @@ def resume_differences(config: SearchConfig, algorithm: SearchAlgorithm, saved: 
     return changed
 
 
+def length_warnings(config: SearchConfig, saved: dict[str, Any] | None) -> list[str]:
+    """What a search of `config.max_trials` may not mean to do (a line each): breed no child at all,
+    or, resumed, stop before the length it was last run with (`saved`, its search_config.json)."""
+    lines = []
+    if config.algorithm != RandomSearch.name and config.max_trials <= config.population_size:
+        lines.append(f"warning: max_trials {config.max_trials} is not above population_size "
+                     f"{config.population_size}: every trial is a random (or --initial) cell and no child is bred; "
+                     "give more trials or a smaller population")
+    before = (saved or {}).get("max_trials")
+    if isinstance(before, int) and config.max_trials < before:
+        lines.append(f"warning: max_trials {config.max_trials} is fewer than the {before} this search was last run "
+                     f"with: it stops at {config.max_trials} trials")
+    return lines
+
+
 def open_search(config: SearchConfig) -> SearchAlgorithm:
     """A new search in `config.output_dir`, or the one already there, resumed from its journal.
 
@@ -303,6 +318,8 @@ def open_search(config: SearchConfig) -> SearchAlgorithm:
             algorithm.close()
             raise ValueError(f"{config.output_dir} holds a different search ({'; '.join(changed)}); "
                              "use a new --output_dir for a different search")
+        for line in length_warnings(config, saved):
+            log.warning(line)
         if config.retry_failed:
             try:
                 retried = algorithm.retry_failed()
@@ -319,4 +336,6 @@ def open_search(config: SearchConfig) -> SearchAlgorithm:
     except BaseException:
         lock.release()
         raise
+    for line in length_warnings(config, None):
+        log.warning(line)
     return config.new_algorithm(journal_path=journal, journal_lock=lock)

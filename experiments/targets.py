@@ -1,5 +1,6 @@
 """DAWNBench's measures to target accuracies, from a trained model's evaluation history: the wall
-time of the first evaluation at or over each target, what that time costs, and the training
+time of the first evaluation at or over each target (training and its evaluations, to the end of
+that evaluation: the clock of a search's `time_to_target_s` too), what that time costs, and the training
 compute spent by then (3x the forward multiply-adds per training image: the forward pass and a
 backward pass of twice its cost, the usual estimate). One column of the comparison per measure,
 metric and target, named by `column`; `parse_column` reads a name back (for the report).

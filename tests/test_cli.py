@@ -120,3 +120,78 @@ def test_train_and_promote_say_epochs_as_search_does_and_still_read_num_epochs(c
         recipe = recipe_from_flags(values, "promote")
         assert (recipe["num_epochs"], recipe["lr_decay_epochs"]) == (3.0, (1.0, 2.5))
         assert ("amoeba promote: --num_epochs is deprecated; use --epochs" in capsys.readouterr().err) == warned
+
+
+def tiny_export_and_photos(folder) -> tuple[str, list[str], bytes]:
+    """A 2-class model exported to folder/export (8x8 input, untrained) and 8 small JPEGs:
+    (export dir, the JPEGs' paths, the first one's bytes)."""
+    import keras
+    import tensorflow as tf
+
+    from trainer.export import export_model
+
+    model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(2)])
+    export_dir = str(folder / "export")
+    export_model(model, export_dir, image_size=8, labels=["cat", "dog"])
+    images = []
+    for i in range(8):
+        images.append(str(folder / f"{i}.jpg"))
+        pixels = tf.fill([12, 10, 3], tf.constant(30 * i, tf.uint8))
+        (folder / f"{i}.jpg").write_bytes(tf.io.encode_jpeg(pixels).numpy())
+    return export_dir, images, open(images[0], "rb").read()
+
+
+def test_predict_classifies_the_readable_images_and_names_each_unreadable_one(tmp_path):
+    """Ten photos, one truncated and one missing: the others are predicted, each bad one gets one
+    line in our words (no `{{function_node ...}}`), and the exit status is 1."""
+    from tests.conftest import amoeba_here
+
+    export_dir, images, good = tiny_export_and_photos(tmp_path)
+    (tmp_path / "cut.jpg").write_bytes(good[: len(good) // 2])
+    images[3:3] = [str(tmp_path / "cut.jpg"), str(tmp_path / "gone.jpg")]
+    result = amoeba_here("predict", f"--export_dir={export_dir}", *images, check=False)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"amoeba predict: {tmp_path / 'cut.jpg'}: truncated JPEG (no end-of-image marker)",
+        f"amoeba predict: {tmp_path / 'gone.jpg'}: file not found",
+        "amoeba predict: 2 of 10 image(s) could not be read; 8 classified"]
+    shown = [line for line in result.stdout.splitlines() if not line.startswith("  ")]
+    assert shown == [p for p in images if "cut" not in p and "gone" not in p]
+    as_json = json.loads(amoeba_here("predict", f"--export_dir={export_dir}", "--format=json", *images,
+                                     check=False).stdout)
+    assert [entry["image"] for entry in as_json] == images
+    assert as_json[3] == {"image": images[3], "error": "truncated JPEG (no end-of-image marker)"}
+    assert [len(entry.get("predictions", [])) for entry in as_json] == [2, 2, 2, 0, 0, 2, 2, 2, 2, 2]
+    assert amoeba_here("predict", f"--export_dir={export_dir}", images[0]).returncode == 0
+
+
+@pytest.mark.integration  # a fresh process importing TensorFlow
+def test_predict_as_a_user_runs_it_shows_our_lines_not_libjpegs(tmp_path):
+    export_dir, images, good = tiny_export_and_photos(tmp_path)
+    (tmp_path / "cut.jpg").write_bytes(good[: len(good) // 2])
+    table = good.index(b"\xff\xc4")  # a Huffman table claiming more codes than 16 bits allow: libjpeg says so
+    (tmp_path / "bogus.jpg").write_bytes(good[:table + 5] + b"\xff" * 16 + good[table + 21:])
+    fresh = amoeba("predict", f"--export_dir={export_dir}", images[0], str(tmp_path / "bogus.jpg"),
+                   str(tmp_path / "cut.jpg"))
+    assert fresh.returncode == 1 and fresh.stdout.startswith(images[0])
+    assert fresh.stderr.splitlines() == [  # our lines only, not libjpeg's or TensorFlow's
+        f"amoeba predict: {tmp_path / 'bogus.jpg'}: not a decodable image (jpeg::Uncompress failed. Invalid JPEG "
+        f"data or crop window.)",
+        f"amoeba predict: {tmp_path / 'cut.jpg'}: truncated JPEG (no end-of-image marker)",
+        "amoeba predict: 2 of 3 image(s) could not be read; 1 classified"]
+
+
+def test_an_image_the_checks_pass_but_the_model_cannot_read_fails_alone():
+    import numpy as np
+    import tensorflow as tf
+
+    from trainer.export import _classify
+
+    def signature(image_bytes):
+        if b"odd" in image_bytes.numpy():
+            raise tf.errors.InvalidArgumentError(None, None, "{{function_node __wrapped__DecodeImage}} odd [Op:X]")
+        return {"probabilities": tf.fill([len(image_bytes), 2], 0.5)}
+
+    out = _classify(signature, [b"fine", b"odd", b"fine"])
+    assert out[1] == "the model could not read it (odd)"
+    np.testing.assert_allclose(np.stack([out[0], out[2]]), 0.5)

@@ -96,3 +96,13 @@ def test_amoeba_help_lists_every_subcommand_with_a_line_on_what_it_does():
 def test_the_readme_is_a_page_a_newcomer_reads_in_five_minutes(page):
     words = len(open(os.path.join(REPO, page), encoding="utf-8").read().split())
     assert words < 1300, f"{page}: {words} words (about 250 a minute)"
+
+
+def test_the_photo_example_is_one_example_in_the_readme_and_the_reference():
+    """The README's `prepare --train_dir=photos` example and docs/commands.md's are the same commands."""
+    shown = {}
+    for page in ("README.md", os.path.join("docs", "commands.md")):
+        blocks = [b for b in code_blocks(os.path.join(REPO, page)) if "prepare --train_dir=photos --eval" in b]
+        assert len(blocks) == 1, f"{page}: {len(blocks)} photo examples"
+        shown[page] = commands(blocks[0])
+    assert shown["README.md"] == shown[os.path.join("docs", "commands.md")]

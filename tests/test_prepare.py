@@ -90,9 +90,9 @@ def test_cifar10_mini_end_to_end(shared_dir, tmp_path):
                                     labels=os.path.join(data, "labels.txt"), num_shards_train=3,
                                     num_shards_eval=2, num_workers=2), verbose=False)
     assert (summary.num_train_images, summary.num_eval_images, summary.labels) == (1000, 200, tuple(labels))
-    assert sorted(os.listdir(out)) == ["labels.txt", "metadata.json", "train-00000-of-00003",
+    assert sorted(os.listdir(out)) == ["eval_files.csv", "labels.txt", "metadata.json", "train-00000-of-00003",
                                        "train-00001-of-00003", "train-00002-of-00003",
-                                       "validation-00000-of-00002", "validation-00001-of-00002"]
+                                       "train_files.csv", "validation-00000-of-00002", "validation-00001-of-00002"]
     meta = json.load(open(os.path.join(out, "metadata.json")))
     assert (meta["num_train_images"], meta["num_eval_images"], meta["num_label_classes"]) == (1000, 200, 10)
     assert meta["labels"] == labels and meta["label_offset"] == 0
@@ -191,7 +191,7 @@ def test_every_bad_row_is_reported_before_anything_is_written(small):
     expected = [
         (2, "img/missing.jpg: file not found"),
         (3, "img/truncated.jpg: truncated JPEG"),
-        (4, "img/junk.jpg: cannot decode image (Unknown image file format"),
+        (4, "img/junk.jpg: not a decodable image (Unknown image file format"),
         (5, "img/empty.jpg: empty file"),
         (6, "img/ship/2.jpg: unknown label 'dog'"),
         (7, "img/ship/2.jpg,ship,extra: malformed line: expected 2 fields (path,label), got 3"),
@@ -366,36 +366,11 @@ def test_a_label_with_a_handful_of_rows_is_suspect_and_even_classes_are_not():
     assert suspicious_labels(rows({"Cat": 1, "cat": 40, "dog": 40})).startswith("1 label(s)")  # case aside
 
 
-def test_photos_in_class_folders_with_a_held_out_share_or_an_eval_folder(small, amoeba):
-    tmp_path, _, _ = small
-    photos = tmp_path / "img"  # img/CLASS/N.jpg: 3 classes of 3
-    (photos / "cat" / "notes.txt").write_text("not an image: skipped, as Keras skips it")
-    out = tmp_path / "out"
-    summary = prepare(PrepareConfig(train_dir=str(photos), eval_fraction=0.34, output_dir=str(out)), verbose=False)
-    assert (summary.num_train_images, summary.num_eval_images) == (6, 3)
-    assert summary.labels == ("airplane", "cat", "ship")
-    assert (out / "labels.txt").read_text() == "airplane\ncat\nship\n"
-    evaluated = read_records(str(out / "validation-*"))
-    assert sorted(r["image/class/text"].decode() for r in evaluated) == ["airplane", "cat", "ship"]
-    assert json.loads((out / "metadata.json").read_text())["source"]["eval_fraction"] == 0.34
+def test_a_jpeg_with_bytes_after_its_end_is_whole_and_one_cut_anywhere_is_truncated():
+    from trainer.prepare_images import ImageInfo, inspect_data, truncated_jpeg
 
-    both = prepare(PrepareConfig(train_dir=str(photos), eval_dir=str(photos), output_dir=None, dry_run=True))
-    assert (both.num_train_images, both.num_eval_images) == (9, 9)
-    code, stdout, _ = amoeba(f"--train_dir={photos}", "--eval_fraction=0.34", "--dry_run")
-    assert code == 0 and "would write: 6 training images in 1 shard(s), 3 evaluation images in 1 shard(s), 3 cl" in stdout
-
-
-def test_class_folders_name_a_bad_image_by_its_path_and_an_empty_class(small):
-    tmp_path, _, _ = small
-    photos = tmp_path / "img"
-    (photos / "cat" / "broken.jpg").write_bytes(b"not a jpeg")
-    with pytest.raises(BadInputError, match=f"{photos}/cat/broken.jpg: "):
-        prepare(PrepareConfig(train_dir=str(photos), eval_fraction=0.34, dry_run=True))
-    (photos / "cat" / "broken.jpg").unlink()
-    (photos / "dog").mkdir()
-    with pytest.raises(ValueError, match="'dog'"):
-        prepare(PrepareConfig(train_dir=str(photos), eval_fraction=0.34, dry_run=True))
-    with pytest.raises(ValueError, match="give one of --eval_csv, --eval_dir or --eval_fraction"):
-        PrepareConfig(train_dir=str(photos), dry_run=True)
-    with pytest.raises(ValueError, match="not a folder"):
-        prepare(PrepareConfig(train_dir=str(tmp_path / "nowhere"), eval_fraction=0.2, dry_run=True))
+    data = jpeg()
+    for whole in (data, data + b"\0" * 8, data + b"MOTION_PHOTO trailer \xff\xd8 after the end"):
+        assert not truncated_jpeg(whole) and isinstance(inspect_data(whole), ImageInfo)
+    assert all(truncated_jpeg(data[:size]) for size in range(2, len(data) - 1))
+    assert not truncated_jpeg(b"not a jpeg") and not truncated_jpeg(cmyk_jpeg())

@@ -168,3 +168,12 @@ def test_the_dataset_table_imports_no_tensorflow():
     out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": REPO})
     assert out.stdout.strip() == "False"
+
+
+def test_a_search_on_a_typod_or_unprepared_data_dir_says_what_to_give(tmp_path):
+    (tmp_path / "photos" / "dog").mkdir(parents=True)
+    (tmp_path / "photos" / "dog" / "1.JPG").write_bytes(b"a photo")
+    with pytest.raises(FileNotFoundError, match=f"photo: no such directory \\(did you mean {tmp_path}/photos\\?\\)"):
+        check_data_dir(proxy(str(tmp_path / "photo")))
+    with pytest.raises(FileNotFoundError, match=f"run `amoeba prepare --train_dir={tmp_path / 'photos'} "):
+        check_data_dir(proxy(str(tmp_path / "photos")))

@@ -124,3 +124,22 @@ def test_whole_image_evaluation_does_not_crop():
     np.testing.assert_allclose(whole.numpy(), pixels.numpy() / 127.5 - 1.0, atol=1e-6)
     cropped = records.preprocess_for_eval(tf.io.encode_png(pixels), 16)
     assert not np.allclose(cropped.numpy(), whole.numpy())
+
+
+def test_a_data_dir_that_is_missing_or_not_prepared_says_what_to_give_instead(tmp_path):
+    """--data=data/photo (a typo) and --data=photos (class folders, not yet prepared)."""
+    (tmp_path / "photos" / "cat").mkdir(parents=True)
+    (tmp_path / "photos" / "cat" / "0.jpg").write_bytes(b"a photo")
+    (tmp_path / "prepared").mkdir()
+    (tmp_path / "prepared" / "metadata.json").write_text("{}")
+    with pytest.raises(FileNotFoundError) as err:
+        records.read_metadata(str(tmp_path / "photo"))
+    assert str(err.value) == f"{tmp_path / 'photo'}: no such directory (did you mean {tmp_path / 'photos'}?)"
+    with pytest.raises(FileNotFoundError, match="no such directory$"):
+        records.read_metadata(str(tmp_path / "elsewhere" / "data"))
+    with pytest.raises(FileNotFoundError) as err:
+        records.read_metadata(str(tmp_path / "photos"))
+    assert str(err.value).startswith(f"{tmp_path / 'photos'}: class folders of images (cat), not a prepared data dir;")
+    assert f"amoeba prepare --train_dir={tmp_path / 'photos'} --eval_fraction=0.1 --output_dir=DATA" in str(err.value)
+    with pytest.raises(FileNotFoundError, match=f"holds a prepared data dir: {tmp_path / 'prepared'}"):
+        records.read_metadata(str(tmp_path))

@@ -72,3 +72,44 @@ def test_the_pace_after_a_resume_leaves_out_the_idle_time_between_runs(tmp_path)
 def test_results_of_a_dir_without_a_search_say_so(tmp_path):
     result = amoeba("results", str(tmp_path), check=False)
     assert result.returncode == 1 and f"{tmp_path}: no journal.jsonl: not a search dir" in result.stderr
+
+
+def test_fractional_sizes_of_a_function_of_ones_own_are_written_as_they_are(tmp_path):
+    from experiments.results import results_table, write_results
+
+    out = str(tmp_path / "s")
+    algorithm = search_in_progress(out)  # reported params 100 and 200: whole numbers stay whole
+    assert str(results_table(algorithm).params.dtype) == "Int64"
+    trial = algorithm.ask()
+    algorithm.tell(trial.trial_id, {"val_accuracy": 0.6, "params": 1.25, "multiply_adds": 0.5})  # millions
+    write_results(algorithm, out)  # raised TypeError: cannot safely cast non-equivalent float64 to int64
+    table = results_table(algorithm).set_index("trial_id")
+    assert table.params[trial.trial_id] == 1.25 and table.multiply_adds[trial.trial_id] == 0.5
+    assert table.params[1] == 200 and "1.25" in open(os.path.join(out, "results.csv")).read()
+    from experiments.search import describe_result  # the line printed after the trial
+
+    assert describe_result(algorithm, algorithm.outcomes[trial.trial_id].metrics) == "val_accuracy 0.6000, 1.25 params"
+    assert describe_result(algorithm, {"val_accuracy": 0.5, "params": 273000}) == "val_accuracy 0.5000, 273,000 params"
+
+
+def test_the_progress_line_shows_each_running_trials_step_and_rate_from_its_progress_file(tmp_path):
+    algorithm = search_in_progress(str(tmp_path / "s"))  # trial 3 in flight
+    trial = algorithm.ask()  # and trial 4, not started training yet
+    folder = tmp_path / "checkpoints"
+
+    def trial_dir(trial_id: int) -> str:
+        return str(folder / f"trial_{trial_id}")
+
+    os.makedirs(trial_dir(3))
+    with open(os.path.join(trial_dir(3), "progress.json"), "w") as f:  # as the proxy trainer writes it
+        json.dump({"phase": "training", "step": 120, "total_steps": 264, "images_per_sec": 310.4}, f)
+    line = progress_line(algorithm, 10, done_at_start=1, elapsed_s=240, trial_dir=trial_dir)
+    assert line.endswith("; running: trial 3 step 120/264 (310 images/s)") and trial.trial_id == 4
+    os.makedirs(trial_dir(4))
+    for state, shown in [({"phase": "tracing", "step": 0}, "trial 4 tracing"),  # its first step being compiled
+                         ({"phase": "training", "step": 3}, "trial 4 step 3")]:  # --train_seconds, uncalibrated
+        with open(os.path.join(trial_dir(4), "progress.json"), "w") as f:
+            json.dump(state, f)
+        line = progress_line(algorithm, 10, done_at_start=1, elapsed_s=240, trial_dir=trial_dir)
+        assert line.endswith(f"; running: trial 3 step 120/264 (310 images/s), {shown}"), line
+    assert "running:" not in progress_line(algorithm, 10, done_at_start=1, elapsed_s=240)  # no dirs: as before

@@ -244,3 +244,39 @@ def test_retry_failed_trains_the_failed_trials_again_with_their_ids_journaled(tm
     with pytest.raises(ValueError, match="retry_failed: not with rungs"):  # a rung's state would stay behind
         open_search(dataclasses.replace(with_rungs, retry_failed=True))
     open_search(with_rungs).close()  # the refusal left the journal's lock free
+
+
+def test_a_search_that_breeds_no_child_and_a_resume_with_fewer_trials_are_warned_once_each(tmp_path, caplog):
+    caplog.set_level("WARNING", logger="experiments")
+    config = SearchConfig(output_dir=str(tmp_path), max_trials=4, population_size=4, sample_size=2)
+    open_search(config).close()
+    assert [r.getMessage() for r in caplog.records] == [
+        "warning: max_trials 4 is not above population_size 4: every trial is a random (or --initial) cell "
+        "and no child is bred; give more trials or a smaller population"]
+    caplog.clear()
+    open_search(dataclasses.replace(config, max_trials=9)).close()  # more: nothing to say
+    assert caplog.records == []
+    open_search(dataclasses.replace(config, max_trials=6)).close()
+    assert [r.getMessage() for r in caplog.records] == [
+        "warning: max_trials 6 is fewer than the 9 this search was last run with: it stops at 6 trials"]
+    caplog.clear()
+    open_search(SearchConfig(output_dir=str(tmp_path / "random"), algorithm="random", max_trials=2)).close()
+    assert caplog.records == []  # random search breeds no child at any length
+
+
+def test_sigterm_stops_a_search_as_ctrl_c_does_and_the_handlers_are_put_back(capsys):
+    import signal
+
+    from experiments.stop_signals import stop_on_interrupt
+
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    with stop_on_interrupt() as interrupted:
+        handler = signal.getsignal(signal.SIGTERM)  # not Ray's C++ one, which prints a stack trace and dies
+        assert handler is signal.getsignal(signal.SIGINT) and callable(handler)
+        handler(signal.SIGTERM, None)
+        assert interrupted.is_set()
+        assert capsys.readouterr().out == ("terminated (SIGTERM): stopping the running trials (a second signal ends "
+                                           "it at once); run the same command again to resume\n")
+        with pytest.raises(KeyboardInterrupt):
+            handler(signal.SIGTERM, None)
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before

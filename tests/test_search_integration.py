@@ -232,3 +232,23 @@ def test_ctrl_c_stops_the_search_with_its_trials_in_flight_left_to_a_rerun(tmp_p
     assert result.returncode == 1 and "interrupted with" in output and "run the same command again" in output
     stopped = resume(journal, read_only=True)
     assert 1 <= stopped.completed() < 40
+
+
+@pytest.mark.integration
+def test_sigterm_ends_a_search_as_ctrl_c_does_resumable_and_without_rays_stack_trace(tmp_path):
+    out = str(tmp_path / "terminated")
+    journal = os.path.join(out, "journal.jsonl")
+    proc = subprocess.Popen(AMOEBA + ["search", f"--output_dir={out}", "--max_trials=6", *TINY_SEARCH],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env=QUIET_TF)
+    try:
+        wait_for_text(journal, '"event":"ask"', proc, poll=0.05)  # the first trial set off
+        os.kill(proc.pid, signal.SIGTERM)  # to the driver alone, as `timeout` sends it
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 1 and "SIGTERM received" not in stdout + stderr, stdout + stderr
+    assert stdout.startswith("terminated (SIGTERM): stopping the running trials"), stdout
+    assert "interrupted with 1 trials in flight; run the same command again" in stderr
+    assert resume(journal, read_only=True).pending() == [0]  # in flight, re-issued by a rerun

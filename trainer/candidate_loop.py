@@ -16,6 +16,11 @@ restart); at each rung the loop evaluates, checkpoints (trainer/rung_state.py) a
 metrics to `rungs.report`, which returns when the trial may go on. A trial resumed from its
 checkpoint re-reports the rungs it finished without training them again. Candidate failures (NaN
 loss, out of memory, timeout) raise `CandidateFailed`. This module must not import Ray.
+
+With `proxy.target_accuracy` the clock is `amoeba promote`'s (DAWNBench's): training and its
+evaluations, to the end of the first evaluation at or over the target; a hit is one under
+`target_seconds` (core/proxy_config.py scores hits and misses). With a `state_dir` the loop keeps a
+progress file there (`StepProgress`), which the search's progress line reads.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import keras
 import tensorflow as tf
 
 from core.proxy_config import ProxyConfig
+from core.train_config import PROGRESS
 from trainer.candidate_network import batch1_latency_ms, inference_function, median_ms, proxy_network
 from trainer.fused_optimizer import DynamicLossScale, MomentumSGD, RestartingCosine
 from trainer.proxy_data import eval_pipeline, train_pipeline
@@ -65,6 +71,37 @@ def record_steps(state_dir: str | None, steps: int, step_ms: float) -> None:
         with open(temp, "w", encoding="utf-8") as f:
             json.dump({"train_steps": steps, "calibration_step_ms": step_ms}, f)
         os.replace(temp, os.path.join(state_dir, STEPS_FILE))
+
+
+class StepProgress:
+    """The trial's progress file in its state dir (core.train_config.PROGRESS, the fields `amoeba
+    promote`'s models write), what the search's progress line shows of a running trial: tracing,
+    then the step of all the trial's steps and the images per second since the last write, rewritten
+    at most every EVERY_S (and when asked). Without a state dir it writes nothing."""
+
+    EVERY_S = 2.0
+
+    def __init__(self, state_dir: str | None, batch_size: int) -> None:
+        self.path = state_dir and os.path.join(state_dir, PROGRESS)
+        self.batch_size = batch_size
+        self.last: tuple[int, float] | None = None  # the step and time of the last write
+        self._write({"phase": "tracing", "step": 0})
+
+    def update(self, step: int, total_steps: int | None, now: bool = False) -> None:
+        """After `step` (of `total_steps`, None while unknown)."""
+        t = time.perf_counter()
+        if self.last is not None and not now and t - self.last[1] < self.EVERY_S:
+            return
+        rate = self.batch_size * (step - self.last[0]) / (t - self.last[1]) if self.last and t > self.last[1] else None
+        self.last = (step, t)  # the first write's rate would be the trace's: none
+        self._write({"phase": "training", "step": step, "total_steps": total_steps, "images_per_sec": rate})
+
+    def _write(self, fields: dict[str, Any]) -> None:
+        if self.path:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            with open(self.path + ".tmp", "w", encoding="utf-8") as f:
+                json.dump({k: v for k, v in fields.items() if v is not None}, f)
+            os.replace(self.path + ".tmp", self.path)
 
 
 def train_step_function(model: keras.Model, optimizer: MomentumSGD, precision: str, weight_decay: float = 0.0
@@ -123,9 +160,10 @@ class ProxyTraining:
         self.train_step = train_step_function(model, self.optimizer, proxy.precision, proxy.weight_decay)
         self.eval_step = eval_step_function(infer)
         self.eval_batch = min(EVAL_BATCH, len(data.x_val))
+        self.progress = StepProgress(state_dir, proxy.batch_size)
         self.first_step_seconds = 0.0  # this call's first step: its trace
         self.step_seconds: list[float] = []  # steady steps (the first, traced one excluded)
-        # --target_accuracy: evaluated every eval_steps; the curve is (training seconds, accuracy)
+        # --target_accuracy: evaluated every eval_steps; the curve is (seconds, evaluations included; accuracy)
         self.eval_steps = max(1, round(proxy.epochs_per_eval * self.steps_per_epoch))
         self.t_train, self.eval_seconds, self.stopped = 0.0, 0.0, False
         self.curve: list[tuple[float, float]] = []
@@ -155,7 +193,13 @@ class ProxyTraining:
             if self._steps_done(rung_steps) or self.stopped:
                 self.ends[rung] = epoch + 1
                 break
+        self.progress.update(done_epochs * self.steps_per_epoch + rung_steps, self._all_steps(), now=True)
         return rung_steps, train_loss, self._trained_seconds()
+
+    def _all_steps(self) -> int | None:
+        """The steps the trial trains at most: to its last rung's end, or a --train_seconds count (None
+        until it is calibrated)."""
+        return self.total_steps if self.timed else self.steps_per_epoch * self.ends[-1]
 
     def _trained_seconds(self) -> float:
         """Seconds since the rung's training began, the evaluations of --target_accuracy excluded."""
@@ -173,6 +217,7 @@ class ProxyTraining:
             else:
                 self.step_seconds.append(time.perf_counter() - t_step)
             rung_steps, epoch_steps = rung_steps + 1, epoch_steps + 1
+            self.progress.update(epoch * self.steps_per_epoch + epoch_steps, self._all_steps())
             if time.perf_counter() > deadline:
                 raise CandidateFailed(f"timeout: over {self.proxy.timeout_s:g} s in epoch {epoch}")
             if self.timed and self.total_steps is None and len(self.step_seconds) == CALIBRATION_STEPS:
@@ -195,21 +240,26 @@ class ProxyTraining:
         self.schedule.steps.assign(float(self.total_steps))
         record_steps(self.state_dir, self.total_steps, self.calibration_ms)
 
-    def _target_check(self, rung_steps: int) -> bool:
-        """--target_accuracy: evaluate when one is due (or the time is up); whether to stop."""
-        trained = self._trained_seconds()
-        over = trained >= self.proxy.target_seconds
-        if rung_steps % self.eval_steps == 0 or over:
-            self._evaluate_on_the_way(rung_steps, trained)
-        return self.reached_s is not None or over
+    def _target_seconds(self) -> float:
+        """--target_accuracy's clock: seconds since training began, its evaluations included (the time
+        to target `amoeba promote` measures, DAWNBench's)."""
+        return time.perf_counter() - self.t_train
 
-    def _evaluate_on_the_way(self, rung_steps: int, trained: float) -> None:
+    def _target_check(self, rung_steps: int) -> bool:
+        """--target_accuracy: evaluate when one is due (or the time is up); whether to stop (at a hit,
+        or once the time is up: an evaluation that ends after it is no hit)."""
+        if rung_steps % self.eval_steps == 0 or self._target_seconds() >= self.proxy.target_seconds:
+            self._evaluate_on_the_way(rung_steps)
+        return self.reached_s is not None or self._target_seconds() >= self.proxy.target_seconds
+
+    def _evaluate_on_the_way(self, rung_steps: int) -> None:
         evaluation = self.evaluate()
         self.eval_seconds += evaluation["eval_seconds"]
         self.last_evaluation, self.evaluated_steps = evaluation, rung_steps
-        self.curve.append((trained, evaluation["val_accuracy"]))
-        if self.reached_s is None and evaluation["val_accuracy"] >= self.proxy.target_accuracy:
-            self.reached_s = trained
+        at = self._target_seconds()  # at the end of the evaluation
+        self.curve.append((at, evaluation["val_accuracy"]))
+        if self.reached_s is None and self.proxy.reached_target(at, evaluation["val_accuracy"]):
+            self.reached_s = at
 
     def final_evaluation(self, rung_steps: int) -> dict[str, Any]:
         """The evaluation a rung's metrics report: with --target_accuracy the last one on the way
@@ -217,16 +267,14 @@ class ProxyTraining:
         if not self.targeted:
             return self.evaluate()
         if self.evaluated_steps != rung_steps:
-            self._evaluate_on_the_way(rung_steps, self._trained_seconds())
+            self._evaluate_on_the_way(rung_steps)
         return self.last_evaluation
 
     def target_metrics(self) -> dict[str, float | None]:
-        """seconds_to_target, the objective: the training seconds to the target accuracy, or for a
-        candidate that missed it target_seconds x (1 + the accuracy it lacked at its best)."""
+        """seconds_to_target, the objective (ProxyConfig.seconds_to_target): the time to the target
+        accuracy (time_to_target_s), or for a candidate that missed it, at least target_seconds."""
         best = max(accuracy for _, accuracy in self.curve)
-        proxy = self.proxy
-        missed = proxy.target_seconds * (1 + proxy.target_accuracy - best)
-        return {"seconds_to_target": self.reached_s if self.reached_s is not None else missed,
+        return {"seconds_to_target": self.proxy.seconds_to_target(self.reached_s, best),
                 "time_to_target_s": self.reached_s, "best_val_accuracy": best, "evaluations": len(self.curve)}
 
     def evaluate(self) -> dict[str, float | None]:

@@ -29,16 +29,39 @@ def tpu_strategy(tpu: str) -> tf.distribute.Strategy:
     return _TPU_STRATEGIES[tpu]
 
 
+def proxy_schedule(proxy: ProxyConfig, steps_per_epoch: int) -> keras.optimizers.schedules.LearningRateSchedule:
+    """The one-device loop's learning rate (trainer/fused_optimizer.py's RestartingCosine without
+    rungs) as a Keras schedule: a linear warm-up from 0 over --warmup_epochs, then a cosine from the
+    peak to 0 at the last step."""
+    total = steps_per_epoch * proxy.epochs
+    warmup = proxy.warmup_epochs * steps_per_epoch
+    if not warmup:
+        return keras.optimizers.schedules.CosineDecay(proxy.learning_rate, total)
+    return keras.optimizers.schedules.CosineDecay(0.0, max(total - warmup, 1.0), warmup_target=proxy.learning_rate,
+                                                  warmup_steps=warmup)
+
+
+def decay_kernels(model: keras.Model, weight_decay: float) -> None:
+    """--weight_decay as the one-device loop has it: weight_decay x sum(w^2)/2 over the kernels
+    (every trainable variable of more than one dimension) in the loss, through Keras's regularizers."""
+    if weight_decay:
+        for variable in model.trainable_variables:
+            if len(variable.shape) > 1:
+                variable.regularizer = keras.regularizers.L2(weight_decay / 2)
+
+
 def _compiled_network(genotype: Any, proxy: ProxyConfig, data: Any, strategy: tf.distribute.Strategy,
                       space: str) -> tuple[keras.Model, dict[str, int]]:
     """The proxy network under `strategy`, compiled with the proxy recipe: SGD with Nesterov
-    momentum and cosine decay (loss scaling under mixed_float16), one compiled call per epoch."""
+    momentum, the warm-up and cosine, L2 weight decay (loss scaling under mixed_float16), one
+    compiled call per epoch."""
     steps_per_epoch = len(data.x_train) // proxy.batch_size
     with strategy.scope():
         model, size = proxy_network(genotype, proxy, data.input_shape, data.num_classes, fused_batch_norm=False,
                                     space=space)
-        schedule = keras.optimizers.schedules.CosineDecay(proxy.learning_rate, steps_per_epoch * proxy.epochs)
-        optimizer = keras.optimizers.SGD(schedule, momentum=proxy.momentum, nesterov=True)
+        decay_kernels(model, proxy.weight_decay)
+        optimizer = keras.optimizers.SGD(proxy_schedule(proxy, steps_per_epoch), momentum=proxy.momentum,
+                                         nesterov=True)
         if proxy.precision == "mixed_float16":
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),

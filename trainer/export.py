@@ -3,7 +3,9 @@
 Signatures: `serving_default` takes encoded image bytes ([None] tf.string, input `image_bytes`)
 and returns `probabilities`, `classes` and `class_names`; `serving_float` takes preprocessed
 float32 images. Preprocessing is the evaluation pipeline's own function, so serving matches
-evaluation. `labels.txt` beside saved_model.pb lists the class names. Must not train.
+evaluation. `labels.txt` beside saved_model.pb lists the class names. `predict` checks each image
+first (trainer/prepare_images.py, as `amoeba prepare` does), so a bad one is named and the others
+are classified. Must not train.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import tensorflow as tf
 
 from core import storage
 from trainer.models import split_outputs
+from trainer.prepare_images import decoder_lines_hidden, inspect_data, op_message
 from trainer.records import preprocess_for_eval
 
 
@@ -46,33 +49,52 @@ def export_model(model: keras.Model, export_dir: str, image_size: int, labels: S
     storage.write_text(storage.join(export_dir, "labels.txt"), "\n".join(labels) + "\n")
 
 
-def _name_undecodable(images: Sequence[bytes], names: Sequence[str]) -> ValueError:
-    """The error for the first image TensorFlow cannot decode (the signature only says one failed)."""
-    for data, name in zip(images, names):
-        try:
-            tf.io.decode_image(data, channels=3, expand_animations=False)
-        except (tf.errors.InvalidArgumentError, ValueError) as err:
-            return ValueError(f"{name}: not a decodable image ({str(err).splitlines()[0]})")
-    return ValueError(f"the model could not read the images {list(names)}")
+def _read_checked(path: str) -> tuple[bytes | None, str | None]:
+    """(the image's bytes, None), or (None, why it cannot be classified): checked one by one, so that
+    one bad image fails only itself, in our words rather than the serving signature's."""
+    try:
+        with tf.io.gfile.GFile(path, "rb") as f:
+            data = f.read()
+    except tf.errors.NotFoundError:
+        return None, "file not found"
+    except tf.errors.OpError as err:
+        return None, f"cannot read file ({op_message(err)})"
+    checked = inspect_data(data)
+    return (None, checked) if isinstance(checked, str) else (data, None)
+
+
+def _classify_one(signature, image: bytes) -> np.ndarray | str:
+    try:
+        return signature(image_bytes=tf.constant([image]))["probabilities"].numpy()[0]
+    except tf.errors.InvalidArgumentError as err:
+        return f"the model could not read it ({op_message(err)})"
+
+
+def _classify(signature, images: list[bytes]) -> list[np.ndarray | str]:
+    """Each image's probabilities, or the reason the model could not read it: the images in one
+    call, or one at a time should that call fail on one of them."""
+    try:
+        return list(signature(image_bytes=tf.constant(images))["probabilities"].numpy())
+    except tf.errors.InvalidArgumentError:  # an image the checks passed but the model cannot read
+        return [_classify_one(signature, image) for image in images]
 
 
 def predict(export_dir: str, image_paths: Sequence[str], top_k: int = 5) -> list[dict]:
-    """Top-k labels with probabilities for each image (local or gs:// paths)."""
+    """For each image (local or gs:// path), in order, {"image", "predictions"}: the top-k labels with
+    probabilities; or {"image", "error"}: one line on why it could not be classified (a missing,
+    truncated or undecodable file), the other images classified all the same."""
     loaded = tf.saved_model.load(export_dir)
     labels = storage.read_text(storage.join(export_dir, "labels.txt")).splitlines()
-    images = []
-    for path in image_paths:
-        if not tf.io.gfile.exists(path):
-            raise ValueError(f"{path}: no such image")
-        with tf.io.gfile.GFile(path, "rb") as f:
-            images.append(f.read())
-    try:  # the signature decodes each image once; only on failure are they decoded again, to name it
-        outputs = loaded.signatures["serving_default"](image_bytes=tf.constant(images))
-    except tf.errors.InvalidArgumentError:
-        raise _name_undecodable(images, image_paths) from None
-    probabilities = outputs["probabilities"].numpy()
+    with decoder_lines_hidden():
+        checked = [_read_checked(path) for path in image_paths]
+        readable = [data for data, _ in checked if data is not None]
+        classified = iter(_classify(loaded.signatures["serving_default"], readable) if readable else [])
     results = []
-    for path, probs in zip(image_paths, probabilities):
+    for path, (data, error) in zip(image_paths, checked):
+        probs = next(classified) if data is not None else error
+        if isinstance(probs, str):
+            results.append({"image": path, "error": probs})
+            continue
         best = np.argsort(-probs)[: min(top_k, len(labels))]
         results.append({"image": path,
                         "predictions": [{"label": labels[i], "class_id": int(i),

@@ -4,7 +4,8 @@ Two passes (each image is read twice, so memory stays flat whatever the data siz
 reads and decodes every image in worker threads and collects every bad row (file:line: path:
 reason); without `skip_bad_rows` any bad row fails the run before a shard is written. The second
 writes the shards, each under a hidden temp name renamed when complete, then labels.txt,
-bad_rows.csv (with skip_bad_rows) and, last, metadata.json. Training rows are shuffled with a
+bad_rows.csv (with skip_bad_rows), train_files.csv and eval_files.csv (each split's images as
+`path,label` rows, in shard order) and, last, metadata.json. Training rows are shuffled with a
 fixed seed before sharding (CSVs are often sorted by class); evaluation rows keep CSV order.
 
 The run is here; its parts are trainer/prepare_inputs.py (the CSVs and labels),
@@ -24,10 +25,10 @@ import tensorflow as tf
 
 from core import storage
 from trainer import records
-from trainer.prepare_images import ImageInfo, encode_row, inspect_image
+from trainer.prepare_images import ImageInfo, decoder_lines_hidden, encode_row, inspect_image
 from trainer.prepare_inputs import (BAD_ROWS_FILE, BadInputError, BadRow, Row, bad_rows_csv, list_bad_rows,
-                                    missing_classes, read_csv, read_folders, read_labels, split_off,
-                                    suspicious_labels)
+                                    missing_classes, no_evaluation_image, read_csv, read_folders, read_labels,
+                                    split_list_csv, split_off, suspicious_labels)
 from trainer.shard_writer import (Progress, check_output_dir, default_num_shards, ordered_map, split_evenly,
                                   write_shard)
 
@@ -37,6 +38,7 @@ __all__ = [  # with the names commands, tests and trainer/fake_imagenet.py impor
 ]
 
 SHUFFLE_SEED = 0
+SPLIT_FILES = {records.TRAIN_PREFIX: "train_files.csv", records.EVAL_PREFIX: "eval_files.csv"}  # path,label lists
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,7 @@ class PrepareSummary:
     num_shards_eval: int
     dry_run: bool
     bad_rows: tuple[BadRow, ...] = field(default=())
+    warnings: tuple[str, ...] = field(default=())  # e.g. classes with no evaluation image
 
     def describe(self) -> str:
         verb = "would write" if self.dry_run else "wrote"
@@ -92,7 +95,7 @@ class PrepareSummary:
         if self.bad_rows:
             listed_in = "" if self.dry_run else f", listed in {BAD_ROWS_FILE}"
             text += f"\n{len(self.bad_rows)} bad row(s) left out{listed_in}:\n{list_bad_rows(self.bad_rows)}"
-        return text
+        return text + "".join(f"\nwarning: {warning}" for warning in self.warnings)
 
 
 
@@ -103,7 +106,7 @@ def _check_rows(rows: list[Row], label_ids: dict[str, int], labels_source: str, 
     bad += [BadRow(row.csv_path, row.line, row.path, f"unknown label {row.label!r} (not in {labels_source})")
             for row in rows if row.label not in label_ids]
     progress = Progress(len(known), f"checking {len(known)} images", verbose)
-    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+    with decoder_lines_hidden(), concurrent.futures.ThreadPoolExecutor(workers) as pool:
         for row, info in zip(known, ordered_map(pool, lambda r: inspect_image(r.source), known, 8 * workers)):
             if isinstance(info, str):
                 bad.append(BadRow(row.csv_path, row.line, row.path, info))
@@ -172,10 +175,12 @@ def prepare(config: PrepareConfig, verbose: bool = True) -> PrepareSummary:
         if not rows:
             raise ValueError(f"{source}: no usable rows; bad rows left out:\n{list_bad_rows(bad)}")
     random.Random(SHUFFLE_SEED).shuffle(train)
+    unevaluated = no_evaluation_image(labels, [row for row, _ in train], [row for row, _ in evaluation], eval_source,
+                                      train_source if config.eval_fraction else None)
     num_train_shards = min(config.num_shards_train or default_num_shards(len(train)), len(train))
     num_eval_shards = min(config.num_shards_eval or default_num_shards(len(evaluation)), len(evaluation))
-    summary = PrepareSummary(config.output_dir, len(train), len(evaluation), tuple(labels),
-                             num_train_shards, num_eval_shards, config.dry_run, tuple(bad))
+    summary = PrepareSummary(config.output_dir, len(train), len(evaluation), tuple(labels), num_train_shards,
+                             num_eval_shards, config.dry_run, tuple(bad), (unevaluated,) if unevaluated else ())
     if config.dry_run:
         return summary
 
@@ -204,7 +209,8 @@ def _read_inputs(config: PrepareConfig) -> tuple[list[Row], list[Row], list[BadR
 def _write_output(config: PrepareConfig, labels: list[str], train: list[tuple[Row, ImageInfo]],
                   evaluation: list[tuple[Row, ImageInfo]], bad: list[BadRow], summary: PrepareSummary,
                   workers: int, verbose: bool) -> None:
-    """Shards, then labels.txt and bad_rows.csv, then metadata.json (the mark of a complete set)."""
+    """Shards, then labels.txt, bad_rows.csv and each split's list of images (SPLIT_FILES, in
+    shard order), then metadata.json (the mark of a complete set)."""
     output_dir = config.output_dir
     label_ids = {label: i for i, label in enumerate(labels)}
     tf.io.gfile.makedirs(output_dir)
@@ -218,6 +224,8 @@ def _write_output(config: PrepareConfig, labels: list[str], train: list[tuple[Ro
     storage.write_text(storage.join(output_dir, records.LABELS_FILE), "\n".join(labels) + "\n")
     if config.skip_bad_rows:
         storage.write_text(storage.join(output_dir, BAD_ROWS_FILE), bad_rows_csv(bad))
+    for prefix, items in ((records.TRAIN_PREFIX, train), (records.EVAL_PREFIX, evaluation)):
+        storage.write_text(storage.join(output_dir, SPLIT_FILES[prefix]), split_list_csv(row for row, _ in items))
 
     def where(path: str) -> str:
         return path if "://" in path else os.path.abspath(path)
@@ -232,5 +240,5 @@ def _write_output(config: PrepareConfig, labels: list[str], train: list[tuple[Ro
         "num_bad_rows": len(bad),
         "shuffle_seed": SHUFFLE_SEED,
     }
-    metadata = records.build_metadata(labels, shards, label_offset=0, source=source)
+    metadata = {**records.build_metadata(labels, shards, label_offset=0, source=source), "split_files": SPLIT_FILES}
     storage.write_json(storage.join(output_dir, records.METADATA_FILE), metadata)

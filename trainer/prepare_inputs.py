@@ -28,11 +28,16 @@ HEADER_LABELS = {"label", "labels", "class", "class_name", "category", "label_na
 
 @dataclass(frozen=True)
 class Row:
-    csv_path: str
-    line: int
-    path: str  # as written in the CSV
+    csv_path: str  # the CSV, or the folder of class folders
+    line: int  # the CSV's line; 0 for an image of a class folder
+    path: str  # as written in the CSV; an image of a class folder: its path under the folder
     source: str  # where it is read from (relative paths joined to the CSV's folder)
     label: str
+
+    @property
+    def where(self) -> str:
+        """The row as a person finds it: CSV:LINE, or an image of a class folder's path (with the folder's)."""
+        return self.source if self.line == 0 else f"{self.csv_path}:{self.line}"
 
 
 @dataclass(frozen=True)
@@ -196,11 +201,11 @@ NEAR_RATIO = 0.8  # difflib's similarity at which two labels look like one spelt
 
 
 def suspicious_labels(train_rows: Sequence[Row]) -> str | None:
-    """Labels derived from the training CSV that look like typos, each with its rows (file:line),
-    or None: a label with fewer rows than RARE_SHARE of the median class's, or one spelt nearly
-    as a label with at least twice its rows (`aeroplane` beside `airplane`; case and punctuation
-    aside, or difflib's ratio of NEAR_RATIO or more)."""
-    import difflib
+    """Labels of the training set that look like typos, each with its rows (CSV:LINE, or an image's
+    path), or None: a label spelt nearly as one with at least twice its rows (`aeroplane` beside
+    `airplane`; case and punctuation aside, or difflib's ratio of NEAR_RATIO or more), or a CSV
+    label with fewer rows than RARE_SHARE of the median class's. A class folder with few images is
+    not suspect: it is a folder someone made (prepare warns if it gets no evaluation image)."""
     import statistics
 
     rows: dict[str, list[Row]] = {}
@@ -210,21 +215,17 @@ def suspicious_labels(train_rows: Sequence[Row]) -> str | None:
         return None
     counts = {label: len(r) for label, r in rows.items()}
     median = statistics.median(counts.values())
-
-    def plain(label: str) -> str:
-        return "".join(c for c in label.lower() if c.isalnum())
-
+    unit = "image" if all(row.line == 0 for row in train_rows) else "row"
     findings = []
     for label, count in sorted(counts.items(), key=lambda item: (item[1], item[0])):
-        near = [other for other in counts if other != label and counts[other] >= 2 * count and (
-            plain(other) == plain(label) or difflib.SequenceMatcher(None, label.lower(), other.lower()).ratio()
-            >= NEAR_RATIO)]
-        if near or count < RARE_SHARE * median:
-            why = (f"close to {near[0]!r} ({counts[near[0]]} rows)" if near
+        near = _spelt_alike(label, [other for other in counts if other != label and counts[other] >= 2 * count])
+        rare = count < RARE_SHARE * median and any(row.line for row in rows[label])
+        if near or rare:
+            why = (f"close to {near!r} ({_count(counts[near], unit)})" if near
                    else f"against a median of {median:g} rows per class")
-            where = ", ".join(f"{r.csv_path}:{r.line}" for r in rows[label][:MAX_LISTED])
+            where = ", ".join(row.where for row in rows[label][:MAX_LISTED])
             more = f" and {count - MAX_LISTED} more" if count > MAX_LISTED else ""
-            findings.append(f"  {label!r}: {count} row(s), {why}: {where}{more}")
+            findings.append(f"  {label!r}: {count} {unit}(s), {why}: {where}{more}")
     if not findings:
         return None
     return (f"{len(findings)} label(s) of the training set look like typos, not classes:\n" + "\n".join(findings) +
@@ -232,11 +233,63 @@ def suspicious_labels(train_rows: Sequence[Row]) -> str | None:
             "line) or --trust_labels")
 
 
+def _spelt_alike(label: str, others: Sequence[str]) -> str | None:
+    """The first of `others` spelt nearly as `label`: equal but for case and punctuation, or
+    difflib's ratio of NEAR_RATIO or more."""
+    import difflib
+
+    def plain(text: str) -> str:
+        return "".join(c for c in text.lower() if c.isalnum())
+
+    return next((other for other in others if plain(other) == plain(label) or
+                 difflib.SequenceMatcher(None, label.lower(), other.lower()).ratio() >= NEAR_RATIO), None)
+
+
 def bad_rows_csv(bad_rows: Sequence[BadRow]) -> str:
-    """The bad rows as CSV text (csv, line, path, reason), for bad_rows.csv."""
+    """The bad rows as CSV text for bad_rows.csv: (csv, line, path, reason); when every one is an
+    image of a class folder, (path, reason) with the image's whole path, as it has no CSV line."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
+    if all(bad.line == 0 for bad in bad_rows):
+        writer.writerow(["path", "reason"])
+        writer.writerows([f"{bad.csv_path.rstrip('/')}/{bad.path}", bad.reason] for bad in bad_rows)
+        return out.getvalue()
     writer.writerow(["csv", "line", "path", "reason"])
     for bad in bad_rows:
-        writer.writerow([bad.csv_path, bad.line, bad.path, bad.reason])
+        writer.writerow([bad.csv_path, bad.line or "", bad.path, bad.reason])
     return out.getvalue()
+
+
+def split_list_csv(rows: Iterable[Row]) -> str:
+    """`path,label` CSV text of the images of one split, in order, each path as it was read (local
+    paths made absolute), so that `amoeba prepare --train_csv` reads the list back."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["path", "label"])
+    writer.writerows([row.source if "://" in row.source else os.path.abspath(row.source), row.label] for row in rows)
+    return out.getvalue()
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def no_evaluation_image(labels: Sequence[str], train: Sequence[Row], evaluation: Sequence[Row],
+                        eval_source: str, held_out_of: str | None) -> str | None:
+    """A warning naming the classes with training images but no evaluation image (their accuracy
+    goes unmeasured), or None. `held_out_of`: the training set the evaluation images were drawn
+    from (with --eval_fraction), else None."""
+    evaluated = {row.label for row in evaluation}
+    counts: dict[str, int] = {}
+    for row in train:
+        counts[row.label] = counts.get(row.label, 0) + 1
+    missing = [label for label in labels if label in counts and label not in evaluated]
+    if not missing:
+        return None
+    more = f", and {len(missing) - MAX_LISTED} more" if len(missing) > MAX_LISTED else ""
+    if held_out_of:
+        named = ", ".join(f"{label!r} ({_count(counts[label], 'image')} in {held_out_of}, all used for training)"
+                          for label in missing[:MAX_LISTED]) + more
+    else:
+        named = ", ".join(repr(label) for label in missing[:MAX_LISTED]) + more + f" (not in {eval_source})"
+    return f"{len(missing)} class(es) with no evaluation image, so their accuracy is not measured: {named}"

@@ -22,8 +22,8 @@ import tensorflow as tf
 
 from core import storage
 from core.augmentations import AUGMENTATIONS
+from core.data_dir import METADATA_FILE, no_metadata_message
 
-METADATA_FILE = "metadata.json"
 LABELS_FILE = "labels.txt"
 TRAIN_PREFIX = "train"
 EVAL_PREFIX = "validation"
@@ -98,9 +98,7 @@ def read_metadata(data_dir: str) -> DataInfo:
     """The counts and labels recorded by `amoeba prepare`; ValueError/FileNotFoundError say what is wrong."""
     path = storage.join(data_dir, METADATA_FILE)
     if not storage.exists(path):
-        raise FileNotFoundError(
-            f"{data_dir}: no {METADATA_FILE}; make the data dir with `amoeba prepare` (own images) "
-            f"or `amoeba prepare --fake_imagenet`")
+        raise FileNotFoundError(no_metadata_message(data_dir))
     data = storage.read_json(path)
     try:
         info = DataInfo(

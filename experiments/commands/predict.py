@@ -1,7 +1,10 @@
 """amoeba predict --export_dir=DIR IMAGE... [--top_k=5 --format=text|json]: classify images.
 
 DIR is a SavedModel written by `amoeba train --export_dir` (or `amoeba evaluate --export_dir`);
-images are local or gs:// paths in any format TensorFlow decodes. (`--model` is the deprecated
+images are local or gs:// paths in any format TensorFlow decodes. An image that cannot be read (missing,
+empty, truncated, not an image) gets one line on stderr saying why, and the others are classified all
+the same; the exit status is then 1 (0 when every image was classified). With --format=json such an
+image's entry is {"image": PATH, "error": WHY}. (`--model` is the deprecated
 spelling of --export_dir: in `amoeba train`, --model names an architecture.)
 """
 
@@ -38,8 +41,14 @@ def main(args: list[str]) -> None:
         raise app.UsageError(str(err)) from None
     if FLAGS.format == "json":
         print(json.dumps(results))
-        return
     for result in results:
-        print(result["image"])
-        for p in result["predictions"]:
-            print(f"  {p['probability']:.4f}  {p['label']}")
+        if "error" in result:
+            print(f"amoeba predict: {result['image']}: {result['error']}", file=sys.stderr)
+        elif FLAGS.format == "text":
+            print(result["image"])
+            for p in result["predictions"]:
+                print(f"  {p['probability']:.4f}  {p['label']}")
+    failed = sum("error" in result for result in results)
+    if failed:
+        classified = len(results) - failed
+        raise app.UsageError(f"{failed} of {len(results)} image(s) could not be read; {classified} classified")

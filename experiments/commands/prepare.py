@@ -4,10 +4,11 @@
        amoeba prepare --index_tfrecords=DIR --label_offset=1
 
 Converts your own images into sharded TFRecords (train-NNNNN-of-MMMMM, validation-NNNNN-of-MMMMM,
-metadata.json, labels.txt) for `amoeba train --data=DIR`. A CSV has one `path,label` row per image
-(no header needed; a `path,label` header is skipped); paths are local, gs://, or relative to the
-CSV's folder. labels.txt (one label per line, line order = class id) defaults to the training CSV's
-sorted labels. Every row is checked before a shard is written: a bad row (missing or undecodable
+metadata.json, labels.txt) for `amoeba train --data=DIR`; train_files.csv and eval_files.csv list
+which images went into each split (path,label rows, in shard order). A CSV has one `path,label`
+row per image (no header needed; a `path,label` header is skipped); paths are local, gs://, or
+relative to the CSV's folder. labels.txt (one label per line, line order = class id) defaults to
+the training CSV's sorted labels. Every row is checked before a shard is written: a bad row (missing or undecodable
 file, unknown label, malformed line) fails the run with file:line: path: reason, unless
 --skip_bad_rows, which leaves it out and lists it in bad_rows.csv. Grey, CMYK and non-JPEG images
 are converted to RGB JPEG. --dry_run checks everything and writes nothing.
@@ -16,8 +17,9 @@ are converted to RGB JPEG. --dry_run checks everything and writes nothing.
 layout of Keras's image_dataset_from_directory; .jpg .jpeg .png .bmp .gif, other files skipped);
 the classes are the subfolders, sorted, and labels.txt lists them. --eval_dir is the same for the
 evaluation images; --eval_fraction holds out that share of each class of the training set instead.
-Without --labels, a label (or class folder) with a handful of rows, or spelt nearly as a larger one
-(`aeroplane` beside `airplane`), stops prepare naming its rows, unless --trust_labels.
+Bad images are named by their path. A class left with no evaluation image gets a warning.
+Without --labels, a CSV label with a handful of rows, or a label or class folder spelt nearly as a
+larger one (`aeroplane` beside `airplane`), stops prepare naming its rows, unless --trust_labels.
 
 --index_tfrecords=DIR writes metadata.json and labels.txt for TFRecords made elsewhere (e.g. ImageNet
 by tensorflow/tpu's imagenet_to_gcs, with --label_offset=1): one scan counts the images.
@@ -28,7 +30,7 @@ by tensorflow/tpu's imagenet_to_gcs, with --label_offset=1): one scan counts the
 
 from __future__ import annotations
 
-SUMMARY = "turn CSVs of path,label rows pointing at JPEGs into a data dir"  # for `amoeba --help`
+SUMMARY = "turn photos in class folders, or CSVs of path,label rows, into a data dir"  # for `amoeba --help`
 
 from absl import app, flags
 

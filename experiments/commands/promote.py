@@ -9,7 +9,8 @@ split, which a search never reads. --match_params=resnet20 (or a number) sizes e
 to within 10% of that many parameters; with --baselines and neither --match_params nor --filters,
 the cells are sized to the first baseline (a comparison is fair at equal size). Rerun the same
 command to resume: finished models are not retrained, the others resume from their checkpoints.
-Writes comparison.csv and comparison.json.
+Writes comparison.csv and comparison.json; with --export_dir, exports the model --export_choice
+picks among each search's pick and the baselines (experiments/comparison.py), and says why.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ import os
 
 from absl import app, flags
 
-from experiments.promote import (PromoteConfig, comparison_text, default_match_params, export_winner, macro_searches,
-                                 run_promote)
+from experiments.comparison import comparison_text
+from experiments.promote import PromoteConfig, default_match_params, export_winner, macro_searches, run_promote
 from experiments.recipe_flags import define_recipe_flags, recipe_from_flags
 from experiments.resources import ClusterTooSmall
 from experiments.settings import build, define_flags, flag_settings
@@ -60,10 +61,10 @@ def main(args: list[str]) -> None:
     print(f"wrote {os.path.join(FLAGS.output_dir, 'comparison.csv')} and comparison.json")
     if config.export_dir:
         try:
-            name = export_winner(config, table)
+            name, why = export_winner(config, table)
         except ValueError as err:
             raise app.UsageError(str(err)) from None
-        print(f"exported {name} (the most accurate) as a SavedModel to {config.export_dir}")
+        print(f"exported {name} ({why}) as a SavedModel to {config.export_dir}")
     failed = table[table.status != "ok"]
     if len(failed):
         reasons = ", ".join(f"{n}: {e or s}" for n, s, e in zip(failed.name, failed.status, failed.error))

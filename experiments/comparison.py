@@ -1,0 +1,176 @@
+"""Reading a promote's comparison (experiments/promote.py writes it): its terminal table, which
+model to export, and the verdict the report prints, each saying how sure it is.
+
+One rule picks on the searched side: each search's pick, the promoted cell that search ranked first
+(`search_rank`, its own objective on its own validation split), never the best of several cells on
+the evaluation split (a maximum of noisy figures). The pick is judged against each baseline on its
+own, top-1 with Wilson 95% intervals (experiments/noise.py). Pure pandas: this module must not read
+files, train or import TensorFlow.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import pandas as pd
+
+from experiments import noise
+from experiments.report_figures import duration
+from experiments.targets import column, parse_column
+
+EXPORT_CHOICES = ("accuracy", "time_to_target")  # what --export_choice may say (experiments/promote_config.py)
+TRIVIAL_TOP5_CLASSES = 5  # with this many classes or fewer, top-5 is 1.0 for every model
+
+
+def comparison_text(table: pd.DataFrame) -> str:
+    """The comparison as a terminal table: the columns a reader compares, best top-1 first (top-5
+    left out where it is trivial)."""
+    shown = ["name", "status", "params", "multiply_adds", "top1", "top1_low", "top1_high", "eval_images",
+             *([] if top5_trivial(table) else ["top5"]), "epochs", "wall_seconds", "images_per_sec",
+             *[c for c in table if (parse_column(c) or ("",))[0] in ("time", "cost")]]
+    shown = [c for c in shown if c in table and (table[c].notna().any() or c in ("name", "status"))]
+    ordered = table.sort_values("top1", ascending=False, na_position="last")[shown]
+    return ordered.to_string(index=False, float_format=lambda v: f"{v:.4g}")
+
+
+def top5_trivial(table: pd.DataFrame) -> bool:
+    """Whether every model's classes (1 / chance) are 5 or fewer: top-5 is then 1.0, and says nothing."""
+    chance = table["chance_top1"].dropna() if "chance_top1" in table else pd.Series(dtype=float)
+    return len(chance) > 0 and bool(((1 / chance).round() <= TRIVIAL_TOP5_CLASSES).all())
+
+
+def search_picks(table: pd.DataFrame) -> pd.DataFrame:
+    """Each search's pick among its promoted cells that finished: the one it ranked first (`search_rank`;
+    a comparison written before it was kept: the first in plan order, which is the search's order)."""
+    searched = table[(table.kind == "searched") & (table.status == "ok")]
+    if "search_rank" in searched:
+        searched = searched.sort_values("search_rank", kind="stable")
+    dirs = searched["search_dir"].fillna("") if "search_dir" in searched else pd.Series("", index=searched.index)
+    return searched.groupby(dirs, sort=False).head(1)
+
+
+def contenders(table: pd.DataFrame) -> pd.DataFrame:
+    """The models an export chooses among: each search's pick and the baselines that finished."""
+    return pd.concat([search_picks(table), table[(table.kind == "baseline") & (table.status == "ok")]])
+
+
+def images(row: pd.Series) -> int | None:
+    """The evaluation images a row's top-1 is over (a comparison written before they were kept: None)."""
+    n = row.get("eval_images")
+    return int(n) if n is not None and pd.notna(n) else None
+
+
+def _top1(row: pd.Series) -> str:
+    return f"top-1 {noise.shown(row.top1, images(row))}"
+
+
+def choose(table: pd.DataFrame, by: str, target: float | None = None) -> tuple[str, str]:
+    """(the model to export, why, in words), among each search's pick and the baselines: by "accuracy",
+    the most accurate (ties: fewer parameters), saying when it is within noise of the next; by
+    "time_to_target", the first to top-1 `target` (a miss ranks after every hit, then by accuracy).
+    ValueError when none finished."""
+    pool = contenders(table)
+    if pool.empty:
+        raise ValueError("--export_dir: no model finished, nothing to export")
+    picks = list(search_picks(table)["name"])
+    whose = "the search's pick" if len(picks) == 1 else "the searches' picks"
+    among = f"of {whose} ({', '.join(picks)}) and the baselines" if picks else "of the baselines"
+    if by == "time_to_target":
+        return _first_to(pool, target, among)
+    order = pool.sort_values(["top1", "params"], ascending=[False, True])
+    winner = order.iloc[0]
+    why = f"the most accurate {among}, {_top1(winner)}"
+    if len(order) > 1:
+        second = order.iloc[1]
+        word = noise.compared(winner.top1, images(winner), second.top1, images(second))
+        why += f"; it {word} {second['name']} ({_top1(second)})"
+        if word == "is within noise of":
+            why += ": a toss-up on accuracy (--export_choice=time_to_target exports the first to a target)"
+    return winner["name"], why
+
+
+def _first_to(pool: pd.DataFrame, target: float | None, among: str) -> tuple[str, str]:
+    """choose's "time_to_target": the contender of `pool` first to top-1 `target`, and why."""
+    name = column("time", "top1", target) if target else None
+    if name not in pool:
+        raise ValueError(f"--export_choice=time_to_target: no time to top-1 {target} in the comparison "
+                         "(give --target_top1)")
+    times = pool[name].astype(float)
+    order = pool.assign(_missed=times.isna(), _time=times, _top1=-pool.top1).sort_values(
+        ["_missed", "_time", "_top1", "params"])
+    winner, rest = order.iloc[0], order.iloc[1:]
+    if pd.isna(winner["_time"]):
+        return winner["name"], f"none reached top-1 {target:g}: the most accurate {among}, {_top1(winner)}"
+    others = "".join(f"; {r['name']}: {duration(r['_time']) if pd.notna(r['_time']) else 'missed'}"
+                     for _, r in rest.iterrows())
+    return winner["name"], f"the first to top-1 {target:g} ({duration(winner['_time'])}{others}) {among}"
+
+
+def promote_verdict(table: pd.DataFrame, seeds: Mapping[str, str] | None = None) -> str | None:
+    """Each search's pick against each baseline, in sentences: by top-1, and (when the promote had
+    targets) by time and by cost to each; None without a finished pick and baseline. `seeds`: model
+    name -> what to say of a pick that is a seed the search was given (experiments/report.py)."""
+    picks = search_picks(table)
+    baselines = table[(table.kind == "baseline") & (table.status == "ok")]
+    if picks.empty or baselines.empty:
+        return None
+    sentences = []
+    for _, cell in picks.iterrows():
+        who = _who(cell)
+        seed = (seeds or {}).get(cell["name"])
+        against = _joined([f"{noise.compared(cell.top1, images(cell), b.top1, images(b))} {b['name']} "
+                           f"({_top1(b)}, {int(b.params):,} parameters, {b.epochs:.1f} epochs)"
+                           for _, b in baselines.iterrows()])
+        mine = f"{_top1(cell)}, {int(cell.params):,} parameters, {cell.epochs:.1f} epochs"
+        if seed:
+            sentences.append(f"On accuracy, {who}, {cell['name']}, is {seed}. It ({mine}) {against}.")
+        else:
+            sentences.append(f"On accuracy, {who}, {cell['name']} ({mine}), {against}.")
+    sentences = [s[:-1] + " (95% intervals overlap)." if "is within noise of" in s else s for s in sentences]
+    chance = picks.iloc[0].get("chance_top1")
+    if chance is not None and pd.notna(chance):
+        sentences.append(f"Chance is {chance:.4f}.")
+    for name in table:
+        parsed = parse_column(name)
+        if parsed and parsed[0] != "macs" and table[name].notna().any():
+            measure, metric, target = parsed
+            what = f"{measure} to {metric} {target:g}" if target else f"{measure} to the {metric} target"
+            sentences += [_race(cell, baselines, name, what, measure) for _, cell in picks.iterrows()]
+    return " ".join(sentences)
+
+
+def _who(cell: pd.Series) -> str:
+    """How the verdict names a search's pick: the cell its search ranked first, or, where that one did
+    not finish, the best-ranked one that did."""
+    rank = cell.get("search_rank")
+    if rank is None or pd.isna(rank) or int(rank) == 1:
+        return "the search's pick"
+    return f"the search's best-ranked cell that finished (its rank {int(rank)})"
+
+
+def _joined(clauses: list[str]) -> str:
+    return clauses[0] if len(clauses) == 1 else ", ".join(clauses[:-1]) + " and " + clauses[-1]
+
+
+def _race(cell: pd.Series, baselines: pd.DataFrame, name: str, what: str, measure: str) -> str:
+    """One sentence: a search's pick against each baseline on the time or cost to a target."""
+    def shown(value: float) -> str:
+        return duration(value) if measure == "time" else f"${value:.2f}"
+
+    def reached(row: pd.Series) -> bool:
+        return pd.notna(row[name])
+
+    lead = f"On {what}, {_who(cell)}, {cell['name']}"
+    hits = [b for _, b in baselines.iterrows() if reached(b)]
+    misses = [b["name"] for _, b in baselines.iterrows() if not reached(b)]
+    if reached(cell):
+        value = float(cell[name])
+        clauses = [f"{'beats' if value < float(b[name]) else 'ties' if value == float(b[name]) else 'does not beat'} "
+                   f"{b['name']} ({shown(float(b[name]))})" for b in hits]
+        said = f"{lead} ({shown(value)}), {_joined(clauses)}" if clauses else f"{lead} reached it in {shown(value)}"
+    else:
+        others = _joined([f"{b['name']} did in {shown(float(b[name]))}" for b in hits]) if hits else ""
+        said = f"{lead} did not reach it" + (f"; {others}" if others else "")
+    if misses:
+        said += f"; {_joined(misses)} did not reach it"
+    return said + "."

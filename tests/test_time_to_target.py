@@ -1,0 +1,63 @@
+"""Time to target accuracy in a search (--target_accuracy, --target_seconds): what a candidate's clock
+counts and how hits and misses rank. The proxy loop's evaluations run on a fake clock here; the
+training itself is tests/test_trainer.py's."""
+
+import pytest
+
+from core.proxy_config import ProxyConfig
+from trainer import candidate_loop
+from trainer.candidate_loop import ProxyTraining
+
+T = 10.0  # target_seconds
+PROXY = ProxyConfig(target_accuracy=0.7, target_seconds=T)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+def race(monkeypatch, step_s: float, eval_s: float, accuracies: list[float]) -> dict:
+    """A candidate evaluated after each step (the k-th evaluation scoring accuracies[k]), each step
+    `step_s` and each evaluation `eval_s` long, until the loop stops it: its target metrics."""
+    clock = Clock()
+    monkeypatch.setattr(candidate_loop, "time", clock)
+    run = ProxyTraining.__new__(ProxyTraining)  # the loop's state without a network
+    run.proxy, run.eval_steps, run.t_train, run.eval_seconds = PROXY, 1, 0.0, 0.0
+    run.curve, run.reached_s, run.last_evaluation, run.evaluated_steps = [], None, None, -1
+    scores = iter(accuracies)
+
+    def evaluate() -> dict:
+        clock.now += eval_s
+        return {"val_accuracy": next(scores), "val_loss": 1.0, "latency_ms_batch": 1.0, "eval_seconds": eval_s}
+
+    run.evaluate = evaluate
+    for step in range(1, len(accuracies) + 1):
+        clock.now += step_s
+        if run._target_check(step):
+            break
+    return run.target_metrics()
+
+
+def test_every_hit_ranks_ahead_of_every_miss_a_hit_after_the_time_included(monkeypatch):
+    in_time = race(monkeypatch, 3.0, 0.0, [0.5, 0.6, 0.71])  # reached at 9 s
+    late = race(monkeypatch, 3.0, 0.0, [0.5, 0.6, 0.65, 0.71])  # reached at 12 s, past the 10 s it had
+    near_miss = race(monkeypatch, 3.0, 0.0, [0.5, 0.6, 0.65, 0.699])  # lacked 0.001
+    far_miss = race(monkeypatch, 3.0, 0.0, [0.5, 0.5, 0.5, 0.5])
+    assert in_time["time_to_target_s"] == 9.0 and in_time["seconds_to_target"] == 9.0
+    assert late["time_to_target_s"] is None and late["best_val_accuracy"] == 0.71  # not within the time: a miss
+    assert near_miss["seconds_to_target"] == pytest.approx(T * 1.001)
+    scores = [r["seconds_to_target"] for r in (in_time, late, near_miss, far_miss)]
+    assert scores == sorted(scores) and scores[0] < T <= scores[1] < scores[2] < scores[3]
+
+
+def test_the_time_to_target_counts_the_evaluations_as_promote_does(monkeypatch):
+    hit = race(monkeypatch, 2.0, 1.0, [0.5, 0.6, 0.71])  # 3 steps of 2 s, 3 evaluations of 1 s
+    assert hit["time_to_target_s"] == 9.0 and hit["seconds_to_target"] == 9.0
+    # an evaluation that ends past the time is too late, though it began within it
+    late = race(monkeypatch, 2.0, 1.5, [0.5, 0.6, 0.71])  # 10.5 s at the end of the third
+    assert late["time_to_target_s"] is None and late["seconds_to_target"] == T
+    assert late["evaluations"] == 3  # stopped there: nothing after the time can be a hit

@@ -12,7 +12,8 @@ import difflib
 import os
 
 METADATA_FILE = "metadata.json"
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")  # what `amoeba prepare --train_dir` reads
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")  # what `amoeba prepare --train_dir` reads (the one list)
+MAX_ENTRIES = 1000  # entries read in a subfolder (and the folders in it) to tell a class folder of images
 SHOWN = 3  # class folders or prepared dirs named in a message, at most
 PLAIN_FIX = "make the data dir with `amoeba prepare` (own images) or `amoeba prepare --fake_imagenet`"
 
@@ -25,10 +26,23 @@ def _subdirs(path: str) -> list[str]:
 
 
 def _has_images(folder: str) -> bool:
-    """Whether `folder` or a folder under it holds a file named as an image (the first one found)."""
-    for _, _, files in os.walk(folder):
-        if any(name.lower().endswith(IMAGE_EXTENSIONS) for name in files):
-            return True
+    """Whether `folder` (CLASS/IMAGE.jpg) or a folder in it (CLASS/SUB/IMAGE.jpg) holds a file named
+    as an image: at most MAX_ENTRIES entries in all are read, so that `--data=$HOME` costs little."""
+    budget = MAX_ENTRIES
+    queue = [(folder, True)]  # (a folder, whether to look into its folders)
+    for path, deeper in queue:
+        try:
+            with os.scandir(path) as entries:
+                for entry in entries:
+                    if entry.name.lower().endswith(IMAGE_EXTENSIONS) and entry.is_file():
+                        return True
+                    if deeper and not entry.name.startswith(".") and entry.is_dir():
+                        queue.append((entry.path, False))
+                    budget -= 1
+                    if budget == 0:
+                        return False
+        except OSError:
+            continue
     return False
 
 

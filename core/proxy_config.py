@@ -58,6 +58,9 @@ PROXY_DATASETS: dict[str, ProxyDataset] = {
                              needs_data_dir=True, augment=True),
 }
 DATA_DIR_DATASET = "prepared"
+# --target_accuracy's clock (ProxyConfig.target_clock): the training and its evaluations, as `amoeba
+# promote` counts (DAWNBench's). A search made while it counted training only recorded none
+TARGET_CLOCK = "training_and_evaluations"
 # --precision, in `amoeba search` and `amoeba train` alike: the Keras dtype policy of each
 PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16", "mixed_float16": "mixed_float16"}
 
@@ -114,6 +117,9 @@ class ProxyConfig:
                 "does not scores target_seconds x (1 + the accuracy it lacks), after every one that did."})
     epochs_per_eval: float = field(default=0.25, metadata={"help": "With --target_accuracy: epochs between "
                                                                    "evaluations."})
+    target_clock: str = field(default=TARGET_CLOCK, metadata={
+        "help": "What --target_accuracy's time counts: training_and_evaluations (recorded in a search's "
+                "search_config.json; a resume compares it).", "flag": False, "choices": (TARGET_CLOCK,)})
     precision: str = field(default="float32", metadata={"help": "Compute precision of the proxy training: bfloat16 "
                                                                 "and mixed_float16 compute in 16 bits and keep "
                                                                 "float32 weights."})
@@ -145,6 +151,9 @@ class ProxyConfig:
         """A time-to-accuracy proxy needs its time limit, and rules out a time budget."""
         if not 0 <= self.target_accuracy < 1:
             raise ValueError(f"proxy target_accuracy: a fraction in [0, 1), got {self.target_accuracy}")
+        if self.target_clock != TARGET_CLOCK:
+            raise ValueError(f"proxy target_clock: {self.target_clock!r} is not {TARGET_CLOCK!r}, the one clock "
+                             "a time to accuracy is measured on")
         if self.epochs_per_eval <= 0:
             raise ValueError(f"proxy epochs_per_eval: must be positive, got {self.epochs_per_eval}")
         if self.target_accuracy and not self.target_seconds:

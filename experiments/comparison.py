@@ -40,8 +40,9 @@ def top5_trivial(table: pd.DataFrame) -> bool:
 
 
 def search_picks(table: pd.DataFrame) -> pd.DataFrame:
-    """Each search's pick among its promoted cells that finished: the one it ranked first (`search_rank`;
-    a comparison written before it was kept: the first in plan order, which is the search's order)."""
+    """Each search's pick among its promoted cells that finished: the best-ranked (`search_rank`; 1
+    unless its first failed: `_who` then says so; a comparison written before ranks were kept: the
+    first in plan order, which is the search's order)."""
     searched = table[(table.kind == "searched") & (table.status == "ok")]
     if "search_rank" in searched:
         searched = searched.sort_values("search_rank", kind="stable")
@@ -72,9 +73,7 @@ def choose(table: pd.DataFrame, by: str, target: float | None = None) -> tuple[s
     pool = contenders(table)
     if pool.empty:
         raise ValueError("--export_dir: no model finished, nothing to export")
-    picks = list(search_picks(table)["name"])
-    whose = "the search's pick" if len(picks) == 1 else "the searches' picks"
-    among = f"of {whose} ({', '.join(picks)}) and the baselines" if picks else "of the baselines"
+    among = _among(search_picks(table))
     if by == "time_to_target":
         return _first_to(pool, target, among)
     order = pool.sort_values(["top1", "params"], ascending=[False, True])
@@ -85,8 +84,21 @@ def choose(table: pd.DataFrame, by: str, target: float | None = None) -> tuple[s
         word = noise.compared(winner.top1, images(winner), second.top1, images(second))
         why += f"; it {word} {second['name']} ({_top1(second)})"
         if word == "is within noise of":
-            why += ": a toss-up on accuracy (--export_choice=time_to_target exports the first to a target)"
+            timed = target is not None and column("time", "top1", target) in pool
+            why += (": a toss-up on accuracy (--export_choice=time_to_target "
+                    f"{'' if timed else 'with --target_top1 '}exports the first to a target)")
     return winner["name"], why
+
+
+def _among(picks: pd.DataFrame) -> str:
+    """`of the search's pick (NAME) and the baselines`: what an export chose among, each searched cell
+    named as the verdict names it (`_who`: one not its search's first is its best-ranked that finished)."""
+    if picks.empty:
+        return "of the baselines"
+    if all(_first(cell) for _, cell in picks.iterrows()):
+        whose = "the search's pick" if len(picks) == 1 else "the searches' picks"
+        return f"of {whose} ({', '.join(picks['name'])}) and the baselines"
+    return "of " + _joined([*(_who(cell, named=True) for _, cell in picks.iterrows()), "the baselines"])
 
 
 def _first_to(pool: pd.DataFrame, target: float | None, among: str) -> tuple[str, str]:
@@ -139,13 +151,20 @@ def promote_verdict(table: pd.DataFrame, seeds: Mapping[str, str] | None = None)
     return " ".join(sentences)
 
 
-def _who(cell: pd.Series) -> str:
-    """How the verdict names a search's pick: the cell its search ranked first, or, where that one did
-    not finish, the best-ranked one that did."""
+def _first(cell: pd.Series) -> bool:
+    """Whether a search's pick is the cell its search ranked first (a comparison without ranks: so taken)."""
     rank = cell.get("search_rank")
-    if rank is None or pd.isna(rank) or int(rank) == 1:
-        return "the search's pick"
-    return f"the search's best-ranked cell that finished (its rank {int(rank)})"
+    return rank is None or pd.isna(rank) or int(rank) == 1
+
+
+def _who(cell: pd.Series, named: bool = False) -> str:
+    """How the verdict and the export name a search's pick: the cell its search ranked first, or, where
+    that one did not finish, the best-ranked one that did (`named`: its name in the brackets,
+    `the search's best-ranked cell that finished (NAME, its rank 2)`)."""
+    name = f"{cell['name']}, " if named else ""
+    if _first(cell):
+        return f"the search's pick ({cell['name']})" if named else "the search's pick"
+    return f"the search's best-ranked cell that finished ({name}its rank {int(cell['search_rank'])})"
 
 
 def _joined(clauses: list[str]) -> str:

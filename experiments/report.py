@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import html
 import json
+import logging
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -22,17 +23,22 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from evolution import resume
+from evolution import JournalError, resume
 from experiments import ranking
 from experiments.comparison import comparison_text, promote_verdict, top5_trivial
 from experiments.layout import CONFIG, JOURNAL, PLAN, RESULT
 from experiments.promote import best_distinct_trials, read_comparison
 from experiments.report_figures import (  # noqa: F401 - pareto_front: its public name here too
-    cell_figure, duration, pareto_figure, pareto_front, progress_figure, seconds_since_start, time_figure)
+    cell_figure, duration, has_rungs, pareto_figure, pareto_front, progress_figure, seconds_since_start,
+    time_figure)
 from experiments.results import results_table
 from experiments.targets import parse_column
 
 TOP_GENOTYPES = 3  # cells drawn per search
+
+log = logging.getLogger(__name__)
+RUNG_CAPTION = (" With rungs, each step of the line is the pick's score at the rung it was ranked at (its marker's "
+                "shape), so a pick at a lower rung can sit below one at a higher rung: the line can drop.")
 
 
 @dataclass
@@ -127,16 +133,32 @@ def seed_note(table: pd.DataFrame, trial_id: int | None) -> str | None:
 
 def _promoted_seeds(table: pd.DataFrame) -> dict[str, str]:
     """Promoted cells that are seeds their search was given: model name -> seed_note (each search dir's
-    journal replayed read-only, where it still is)."""
-    seeds, tables = {}, {}
+    journal replayed read-only, where it still is; one that cannot be read or replayed loses its
+    notes, with a warning, not the report)."""
+    seeds: dict[str, str] = {}
+    tables: dict[str, pd.DataFrame | None] = {}
     for _, row in table[(table.kind == "searched") & table.search_dir.notna()].iterrows():
-        path = os.path.join(row.search_dir, JOURNAL)
-        if row.search_dir not in tables and os.path.exists(path):
-            tables[row.search_dir] = results_table(resume(path, read_only=True))
-        note = seed_note(tables[row.search_dir], int(row.search_trial_id)) if row.search_dir in tables else None
+        if row.search_dir not in tables:
+            tables[row.search_dir] = _search_table(row.search_dir)
+        found = tables[row.search_dir]
+        note = seed_note(found, int(row.search_trial_id)) if found is not None else None
         if note:
             seeds[row["name"]] = note
     return seeds
+
+
+def _search_table(search_dir: str) -> pd.DataFrame | None:
+    """The results table of the search in `search_dir` (None: its journal is gone, or cannot be read
+    or replayed, warned)."""
+    path = os.path.join(search_dir, JOURNAL)
+    if not os.path.exists(path):
+        return None
+    try:
+        return results_table(resume(path, read_only=True))
+    except (JournalError, OSError, ValueError) as err:
+        log.warning("report: %s cannot be replayed (%s); whether its promoted cells are seeds is left out",
+                    path, err)
+        return None
 
 
 def best_trials(run: SearchRun) -> pd.DataFrame:
@@ -269,7 +291,7 @@ def _search_sections(searches: list[SearchRun], body: list[str], text: list[str]
     body += ["<h2>Search progress</h2>", _html_table(summary),
              _figure("progress", progress_figure(searches), "Each trial's proxy score (dots) and the best "
                      "so far as the search ranks (line; with rungs, like with like), against trial number (left) "
-                     "and wall time (right).")]
+                     "and wall time (right)." + RUNG_CAPTION * any(map(has_rungs, searches)))]
     text += ["Searches", summary.to_string(index=False, float_format=lambda v: f"{v:.4g}")]
     for run in searches:
         note = seed_note(run.table, run.best_id)

@@ -56,17 +56,41 @@ def seconds_since_start(table: pd.DataFrame) -> pd.Series:
     return told - start
 
 
-def _best_line(run: Any, rows: pd.DataFrame) -> pd.Series:
-    """The search's pick among the trials up to each of `rows` (in their order), as its score: ranked
-    as the summary ranks (experiments/ranking.py; like with like across rungs), not a running
-    maximum of scores at different fidelities."""
+RUNG_MARKERS = ("o", "s", "^", "D", "v", "P")  # the rung each step of a best-so-far line was ranked at
+
+
+def has_rungs(run: Any) -> bool:
+    """Whether a search ran rungs (its results table names each trial's last rung)."""
+    return "rung" in run.table and bool(run.table.rung.notna().any())
+
+
+def _best_line(run: Any, rows: pd.DataFrame) -> tuple[pd.Series, list[int | None]]:
+    """The search's pick among the trials up to each of `rows` (in their order), as its score, and
+    the picks: ranked as the summary ranks (experiments/ranking.py; like with like across rungs), not
+    a running maximum of scores at different fidelities. With rungs, each height is the pick's score
+    at the rung it was ranked at, its highest (`_mark_rungs` marks which)."""
     picks = run.picks(list(rows.trial_id))
     scores = run.table.set_index("trial_id")[run.score].astype(float)
-    return pd.Series([scores[p] if p is not None else np.nan for p in picks], index=rows.index)
+    return pd.Series([scores[p] if p is not None else np.nan for p in picks], index=rows.index), picks
+
+
+def _mark_rungs(ax: Any, run: Any, x: pd.Series, picks: list[int | None], colour: str, labelled: bool) -> None:
+    """A marker where the pick changes, shaped by the rung it was ranked at (`labelled`: named in the
+    legend, `NAME: pick ranked at rung R (E epochs)`)."""
+    rows = run.table.set_index("trial_id")
+    changes = [i for i, p in enumerate(picks) if p is not None and (i == 0 or p != picks[i - 1])]
+    for rung in sorted({int(rows.rung[picks[i]]) for i in changes}):
+        at = [i for i in changes if int(rows.rung[picks[i]]) == rung]
+        epochs = float(rows.epochs[picks[at[0]]])
+        ax.plot([x.iloc[i] for i in at], [float(rows[run.score][picks[i]]) for i in at], linestyle="none",
+                marker=RUNG_MARKERS[rung % len(RUNG_MARKERS)], markersize=6, markerfacecolor="white",
+                markeredgecolor=colour, label=f"{run.name}: pick ranked at rung {rung} ({epochs:g} epochs)"
+                if labelled else "_nolegend_")
 
 
 def progress_figure(searches: list[Any]) -> str:
-    """Each trial's score (dots) and the search's pick so far (line), against trial number and wall time."""
+    """Each trial's score (dots) and the search's pick so far (line; with rungs, each step marked
+    with the rung its pick was ranked at), against trial number and wall time."""
     from matplotlib.ticker import MaxNLocator
 
     fig, axes = _axes(2)
@@ -82,8 +106,11 @@ def progress_figure(searches: list[Any]) -> str:
             if x.isna().all():
                 continue
             ax.scatter(x, score[rows.index], s=10, alpha=0.45, color=f"C{i}")
-            ax.step(x, _best_line(run, rows), where="post", color=f"C{i}", linewidth=1.6,
+            line, picks = _best_line(run, rows)
+            ax.step(x, line, where="post", color=f"C{i}", linewidth=1.6,
                     linestyle=("-", "--", ":", "-.")[i % 4], label=f"{run.name} ({run.algorithm}): best so far")
+            if has_rungs(run):
+                _mark_rungs(ax, run, x, picks, f"C{i}", labelled=ax is axes[0][0])
     undated = [run.name for run in searches if seconds_since_start(run.table).isna().all()]
     if undated:
         axes[0][1].text(0.5, 0.08, f"no result times in the journal of {', '.join(undated)}", ha="center",
@@ -91,8 +118,9 @@ def progress_figure(searches: list[Any]) -> str:
     axes[0][0].set_xlabel("trial")
     axes[0][0].xaxis.set_major_locator(MaxNLocator(integer=True))
     axes[0][1].set_xlabel(f"wall time ({unit})")
+    rungs = "\nline: the pick's, at the rung it was ranked at" if any(map(has_rungs, searches)) else ""
     for ax in axes[0]:
-        ax.set_ylabel(f"{searches[0].score} (proxy)")
+        ax.set_ylabel(f"{searches[0].score} (proxy){rungs}")
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8, loc="lower right")
     fig.tight_layout()

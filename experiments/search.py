@@ -22,6 +22,7 @@ from experiments import ranking
 from experiments.layout import CHECKPOINTS, CONFIG, JOURNAL, RESULT_FILES
 from experiments.resources import ClusterTooSmall, trial_resources
 from experiments.results import top_table, write_results
+from experiments.local_ray import local_ray_gone
 from experiments.search_config import SearchConfig, open_search, resume_differences
 from experiments.stop_signals import stop_on_interrupt
 from core import storage
@@ -101,7 +102,9 @@ def run_search(config: SearchConfig, algorithm: SearchAlgorithm, trainable: Any 
     started_ray = _start_ray(config)
     breaker = CircuitBreaker(config.max_consecutive_failures, code_errors=bool(config.trainable))
     interrupt = contextlib.ExitStack()
-    interrupted = interrupt.enter_context(stop_on_interrupt())
+    interrupted = interrupt.enter_context(stop_on_interrupt(
+        ray_gone=local_ray_gone if started_ray and not config.ray_address else None,
+        last_words=lambda: interrupted_message(algorithm)))
     try:
         _run_tuners(config, algorithm, breaker, lambda: breaker.tripped or interrupted.is_set(), trainable,
                     make_trainable)
@@ -123,9 +126,14 @@ def run_search(config: SearchConfig, algorithm: SearchAlgorithm, trainable: Any 
                            f"{config.max_consecutive_failures}); the last: {breaker.last_error}. Fix the cause and "
                            "run the same command again: the search resumes where it stopped")
     if interrupted.is_set():
-        raise SearchInterrupted(f"interrupted with {len(algorithm.pending())} trials in flight; run the same command "
-                                "again: the search resumes where it stopped, in-flight trials re-issued")
+        raise SearchInterrupted(interrupted_message(algorithm))
     return algorithm
+
+
+def interrupted_message(algorithm: SearchAlgorithm) -> str:
+    """What a search stopped by a signal says last."""
+    return (f"interrupted with {len(algorithm.pending())} trials in flight; run the same command again: the search "
+            "resumes where it stopped, in-flight trials re-issued")
 
 
 def _start_ray(config: SearchConfig) -> bool:

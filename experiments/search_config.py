@@ -275,13 +275,26 @@ def resume_differences(config: SearchConfig, algorithm: SearchAlgorithm, saved: 
     changed = [f"{k}: {algorithm.config()[k]!r} in the journal, {v!r} now"
                for k, v in expected.items() if as_json(algorithm.config()[k]) != as_json(v)]
     if saved is not None:
-        changed += changed_settings(type(config), saved, config)
+        changed += changed_settings(type(config), saved, config) + _clock_changed(config, saved)
     return changed
 
 
-def length_warnings(config: SearchConfig, saved: dict[str, Any] | None) -> list[str]:
+def _clock_changed(config: SearchConfig, saved: dict[str, Any]) -> list[str]:
+    """A --target_accuracy search saved without its clock (ProxyConfig.target_clock) was made when
+    seconds_to_target counted training only and a late hit scored above target_seconds: its trials
+    and new ones would rank on two clocks."""
+    before = saved.get("proxy") or {}
+    if not (config.proxy.target_accuracy and before.get("target_accuracy") and "target_clock" not in before):
+        return []
+    return [f"proxy target_clock: its trials' seconds_to_target counted training only and a hit after "
+            f"target_seconds scored its time; now the evaluations count ({config.proxy.target_clock}, as amoeba "
+            "promote counts) and every hit ranks ahead of every miss, so its trials and new ones do not compare"]
+
+
+def length_warnings(config: SearchConfig, saved: dict[str, Any] | None, done: int = 0) -> list[str]:
     """What a search of `config.max_trials` may not mean to do (a line each): breed no child at all,
-    or, resumed, stop before the length it was last run with (`saved`, its search_config.json)."""
+    or, resumed with `done` results, stop before the length it was last run with (`saved`, its
+    search_config.json)."""
     lines = []
     if config.algorithm != RandomSearch.name and config.max_trials <= config.population_size:
         lines.append(f"warning: max_trials {config.max_trials} is not above population_size "
@@ -289,8 +302,10 @@ def length_warnings(config: SearchConfig, saved: dict[str, Any] | None) -> list[
                      "give more trials or a smaller population")
     before = (saved or {}).get("max_trials")
     if isinstance(before, int) and config.max_trials < before:
+        stops = (f"it already has {done} results, so no new trial is started" if done >= config.max_trials
+                 else f"it stops at {config.max_trials} trials")
         lines.append(f"warning: max_trials {config.max_trials} is fewer than the {before} this search was last run "
-                     f"with: it stops at {config.max_trials} trials")
+                     f"with: {stops}")
     return lines
 
 
@@ -318,7 +333,7 @@ def open_search(config: SearchConfig) -> SearchAlgorithm:
             algorithm.close()
             raise ValueError(f"{config.output_dir} holds a different search ({'; '.join(changed)}); "
                              "use a new --output_dir for a different search")
-        for line in length_warnings(config, saved):
+        for line in length_warnings(config, saved, algorithm.completed()):
             log.warning(line)
         if config.retry_failed:
             try:

@@ -17,6 +17,7 @@ TensorFlow is imported here, inside the worker, never in the search driver.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -159,6 +160,7 @@ def run_trial(config: dict[str, Any], proxy: dict[str, Any], space: dict[str, An
     global _trials_in_this_worker
     _trials_in_this_worker += 1
     t_start = time.perf_counter()
+    clear_progress(config.get("checkpoint_dir"))
     known = known_failure(notes, config["trial_id"])
     if known is not None:  # a retry of a trial whose worker the watchdog ended: no second hang
         tune.report(trial_report({"error": known, **worker_facts(t_start)}, objectives))
@@ -186,6 +188,17 @@ def run_trial(config: dict[str, Any], proxy: dict[str, Any], space: dict[str, An
         if rungs is not None and "rung" in metrics:
             return  # every rung reported; the last one ended the trial (else: measured, untrained)
     report(metrics, error)
+
+
+def clear_progress(state_dir: str | None) -> None:
+    """Remove the progress file a trial's earlier run left in its state dir (a re-issued or retried
+    trial), first thing: the search's progress line showed that dead run's step until the new
+    run's training wrote its own (trainer/candidate_loop.py StepProgress)."""
+    from core.train_config import PROGRESS
+
+    if state_dir:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(state_dir, PROGRESS))
 
 
 def _proxy_data(config: dict[str, Any], proxy: dict[str, Any]) -> tuple[Any, float, str]:

@@ -4,12 +4,18 @@
 import csv
 import json
 import os
+import subprocess
+import sys
+import threading
 
 import pytest
 
 from tests.conftest import amoeba as run_amoeba
 from tests.test_prepare import amoeba, jpeg, read_records, small  # noqa: F401 (amoeba, small: fixtures)
+from tests.conftest import QUIET_TF, REPO
 from trainer.prepare import BadInputError, PrepareConfig, prepare
+from trainer.prepare_images import decoder_lines_hidden
+from trainer.prepare_inputs import BadRow, bad_rows_csv
 
 
 def test_photos_in_class_folders_with_a_held_out_share_or_an_eval_folder(small, amoeba):
@@ -63,6 +69,7 @@ def test_a_folder_of_one_photo_is_a_class_and_gets_a_warning_that_it_has_no_eval
         f"{photos}, all used for training)",)
     assert f"warning: {summary.warnings[0]}" in summary.describe()
     assert f"  {photos}/cat/broken.jpg: not a decodable image" in summary.describe()
+    assert "1 bad image(s) left out, listed in bad_rows.csv" in summary.describe()
     assert list(csv.reader(open(out / "bad_rows.csv")))[0] == ["path", "reason"]  # no CSV line numbers
     assert [row[0] for row in csv.reader(open(out / "bad_rows.csv"))][1:] == [f"{photos}/cat/broken.jpg"]
 
@@ -133,9 +140,92 @@ def test_bad_jpegs_are_reported_in_our_words_without_tensorflows_or_libjpegs_lin
                         timeout=300)  # TF_CPP_MIN_LOG_LEVEL=2, as the CLI sets it for a user
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
-        "amoeba prepare: 3 bad row(s); no shard was written (--skip_bad_rows leaves them out and lists them in "
+        "amoeba prepare: 3 bad image(s); no shard was written (--skip_bad_rows leaves them out and lists them in "
         "bad_rows.csv):",
         f"  {photos}/cat/bogus.jpg: not a decodable image (jpeg::Uncompress failed. Invalid JPEG data or crop window.)",
         f"  {photos}/cat/half.jpg: truncated JPEG (no end-of-image marker)",
         f"  {photos}/cat/tail.jpg: truncated JPEG (no end-of-image marker)"]
-    assert result.stdout.splitlines() == ["checking 12 images", "  12/12 rows (100%)"]
+    assert result.stdout.splitlines() == ["checking 12 images", "  12/12 images (100%)"]
+
+
+def test_bad_rows_csv_has_the_columns_of_the_inputs_given_not_of_the_rows_that_were_bad(small):
+    """CSV rows keep csv,line; with no CSV given (folders only) the columns are path,reason. Whether
+    a CSV was given decides, not which rows were bad, nor whether any was."""
+    tmp_path, train_csv, eval_csv = small
+    photos = tmp_path / "img"
+    clean = tmp_path / "clean"
+    prepare(PrepareConfig(train_csv, eval_csv, str(clean), skip_bad_rows=True), verbose=False)
+    assert (clean / "bad_rows.csv").read_text() == "csv,line,path,reason\n"  # none bad: still the CSV columns
+
+    (photos / "cat" / "broken.jpg").write_bytes(b"not a jpeg")
+    mixed = tmp_path / "mixed"  # class folders to train, a CSV to evaluate; only a folder image is bad
+    with pytest.raises(BadInputError, match="^1 bad row"):
+        prepare(PrepareConfig(train_dir=str(photos), eval_csv=eval_csv, dry_run=True), verbose=False)
+    prepare(PrepareConfig(train_dir=str(photos), eval_csv=eval_csv, output_dir=str(mixed), skip_bad_rows=True),
+            verbose=False)
+    report = list(csv.reader(open(mixed / "bad_rows.csv")))
+    assert report[0] == ["csv", "line", "path", "reason"] and report[1][:3] == ["", "", f"{photos}/cat/broken.jpg"]
+    bad = [BadRow(str(photos), 0, "cat/x.jpg", "empty file")]
+    assert bad_rows_csv([], from_csv=False) == "path,reason\n"
+    assert bad_rows_csv(bad, from_csv=False) == f"path,reason\n{photos}/cat/x.jpg,empty file\n"
+
+
+@pytest.fixture
+def quiet_tf(monkeypatch):
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")  # as the `amoeba` command sets it: decoder lines hidden
+
+
+DECODER_LINES = (b"E0000 00:00:1700000000.1 42 jpeg_mem.cc:331] Premature end of JPEG data\n",
+                 b"Corrupt JPEG data: 2 extraneous bytes before marker 0xd9\n", b"Bogus Huffman table definition\n",
+                 b"Improper call to JPEG library in state 201\n", b"Premature end of JPEG file\n")
+
+
+def test_decoder_lines_are_dropped_and_every_other_stderr_line_reaches_stderr(quiet_tf, capfd):
+    before = os.fstat(2)
+    with decoder_lines_hidden():
+        with decoder_lines_hidden():  # nested: only the outer use swaps fd 2
+            for line in (b"a line of ours\n", *DECODER_LINES, b"a fatal check: no end of line"):
+                os.write(2, line)
+        os.write(2, b"\nbetween\n")
+    os.write(2, b"after\n")
+    assert capfd.readouterr().err == "a line of ours\na fatal check: no end of line\nbetween\nafter\n"
+    assert (os.fstat(2).st_dev, os.fstat(2).st_ino) == (before.st_dev, before.st_ino)
+
+
+def test_overlapping_uses_from_two_threads_leave_stderr_as_it_was(quiet_tf, capfd):
+    before = os.fstat(2)
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+
+    def first() -> None:
+        with decoder_lines_hidden():
+            first_in.set()
+            second_in.wait(10)
+        first_out.set()
+
+    def second() -> None:
+        first_in.wait(10)
+        with decoder_lines_hidden():
+            second_in.set()
+            first_out.wait(10)
+            os.write(2, b"from the second\n")
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+    os.write(2, b"after both\n")
+    assert capfd.readouterr().err == "from the second\nafter both\n"
+    assert (os.fstat(2).st_dev, os.fstat(2).st_ino) == (before.st_dev, before.st_ino)
+
+
+@pytest.mark.integration  # a fresh process importing TensorFlow
+def test_a_fatal_message_written_inside_the_block_reaches_stderr_before_the_process_dies():
+    code = ("import os\nfrom trainer.prepare_images import decoder_lines_hidden\n"
+            "with decoder_lines_hidden():\n"
+            "    os.write(2, b'Corrupt JPEG data: premature end of data segment\\nF0000 a fatal check failed\\n')\n"
+            "    os.abort()\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=QUIET_TF, cwd=REPO,
+                            timeout=120)
+    assert result.returncode != 0 and "F0000 a fatal check failed" in result.stderr.splitlines()
+    assert "Corrupt JPEG" not in result.stderr

@@ -1,6 +1,7 @@
 """The tf.data readers of prepared TFRecords, on a tiny fake ImageNet (stored labels 1..4)."""
 
 import collections
+import os
 
 import numpy as np
 import pytest
@@ -143,3 +144,35 @@ def test_a_data_dir_that_is_missing_or_not_prepared_says_what_to_give_instead(tm
     assert f"amoeba prepare --train_dir={tmp_path / 'photos'} --eval_fraction=0.1 --output_dir=DATA" in str(err.value)
     with pytest.raises(FileNotFoundError, match=f"holds a prepared data dir: {tmp_path / 'prepared'}"):
         records.read_metadata(str(tmp_path))
+
+
+def test_looking_for_class_folders_does_not_walk_a_whole_tree(tmp_path, monkeypatch):
+    """--data=$HOME: each subfolder is looked into only a level or two deep and a bounded number of
+    entries, and one image type list serves both the message and `amoeba prepare --train_dir`."""
+    from core import data_dir
+    from trainer import prepare_inputs
+
+    assert prepare_inputs.IMAGE_EXTENSIONS is data_dir.IMAGE_EXTENSIONS
+    (tmp_path / "cat" / "indoors").mkdir(parents=True)
+    (tmp_path / "cat" / "indoors" / "0.jpg").write_bytes(b"a photo")  # CLASS/SUB/IMAGE: found
+    (tmp_path / "code" / "a" / "b" / "c").mkdir(parents=True)
+    (tmp_path / "code" / "a" / "b" / "c" / "icon.png").write_bytes(b"an icon")  # deep in a tree: not looked for
+    assert data_dir._has_images(str(tmp_path / "cat")) and not data_dir._has_images(str(tmp_path / "code"))
+    (tmp_path / "notes").mkdir()
+    for i in range(40):
+        (tmp_path / "notes" / f"{i}.txt").write_text("")
+    seen, scandir = [], os.scandir
+
+    class Counting:  # os.scandir, counting the entries read
+        def __init__(self, path):
+            self.entries = scandir(path)
+
+        def __enter__(self):
+            return (seen.append(entry.name) or entry for entry in self.entries)
+
+        def __exit__(self, *exc):
+            self.entries.close()
+
+    monkeypatch.setattr(data_dir, "MAX_ENTRIES", 10)
+    monkeypatch.setattr(os, "scandir", Counting)
+    assert not data_dir._has_images(str(tmp_path / "notes")) and len(seen) == 10  # gave up after MAX_ENTRIES

@@ -340,3 +340,129 @@ def test_the_report_says_when_the_best_is_the_seed_the_search_was_given(tmp_path
     assert "the best searched cell" not in text
     assert "the search's pick, seeded-trial0, is the seed you gave (amoebanet_a, trial 0); the search found " \
            "nothing better in its 3 other trials. It (top-1 0.6000" in text
+
+
+# ---- review of issue 34 ----
+
+def _quadratic_picks(algorithm, order):
+    """picks_so_far's plain definition: the search's pick among the trials so far, ranked afresh each time."""
+    from experiments import ranking
+
+    results, seen, picks = set(ranking.rankable(algorithm)), [], []
+    for tid in order:
+        if tid in results:
+            seen.append(tid)
+        top = ranking.ranked(algorithm, 1, among=seen)
+        picks.append(top[0] if top else None)
+    return picks
+
+
+def resume_journal(folder: str):
+    from evolution import resume
+
+    return resume(os.path.join(folder, "journal.jsonl"), read_only=True)
+
+
+def _random_rung_search(folder: str, n: int = 40, seed: int = 0):
+    """Trials reported at random rungs (ties in score and size among them), some failed, some still training."""
+    config = SearchConfig(output_dir=folder, rungs=(1, 3, 9), reduction_factor=2, population_size=4, sample_size=2)
+    os.makedirs(folder)
+    search = config.new_algorithm(os.path.join(folder, "journal.jsonl"))
+    rng = np.random.default_rng(seed)
+    for tid in [search.ask().trial_id for _ in range(n)]:
+        if rng.random() < 0.1:
+            search.tell(tid, error="too large")
+            continue
+        rung, decision = 0, "continue"
+        while decision == "continue" and rung <= 2 and (rung == 0 or rng.random() < 0.7):
+            accuracy = round(tid / n + rng.random(), 1)  # rising, so later trials climb too; ties
+            decision = search.report(tid, rung, {"val_accuracy": accuracy,
+                                                 "params": int(rng.integers(1, 4)), "trial_seconds": 1.0})
+            rung += 1
+        if rng.random() < 0.8:
+            search.tell(tid, search.rung_results[tid][-1])
+    return search
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_picks_so_far_is_the_search_pick_among_the_trials_so_far(tmp_path, seed):
+    """Review of issue 34, 1: picks_so_far carries each rung's leader instead of ranking every prefix
+    afresh (quadratic: a minute per axis at 10,000 trials); the picks are the same, in any order."""
+    from experiments import ranking
+
+    search = _random_rung_search(str(tmp_path / "s"), seed=seed)
+    order = list(np.random.default_rng(seed).permutation(len(search.trials)))
+    assert {search.highest_rung(t) for t in ranking.rankable(search)} == {0, 1, 2}
+    assert len(set(ranking.picks_so_far(search, order)) - {None}) > 2
+    assert ranking.picks_so_far(search, order) == _quadratic_picks(search, order)
+    assert ranking.picks_so_far(search, sorted(search.trials))[-1] == ranking.ranked(search, 1)[0]
+    search.close()
+    plain = load_run(_search(str(tmp_path / "plain"), "random"))  # one fidelity
+    assert plain.picks(order[:13]) == _quadratic_picks(resume_journal(plain.folder), order[:13])
+
+
+def test_a_promote_report_whose_search_journal_is_damaged_leaves_the_seed_note_out(tmp_path, caplog):
+    """Review of issue 34, 2: a promote report replays each search's journal for the seed note only;
+    a journal that cannot be replayed loses that note, with a warning, not the report."""
+    search = _search(str(tmp_path / "s"), "regularized_evolution")
+    promote = _promote(str(tmp_path / "promote"), search)
+    with open(os.path.join(search, "journal.jsonl"), "w") as journal:
+        journal.write('{"event": "start", "version": 999}\nnot json\n')
+    with caplog.at_level("WARNING"):
+        run = load_run(promote)
+    assert run.seeds == {}
+    assert "journal.jsonl" in caplog.text and "seed" in caplog.text
+    assert "On accuracy, the search's pick" in build_report([run])[1]
+
+
+def test_the_best_so_far_line_says_its_heights_are_at_the_rung_each_pick_was_ranked_at(tmp_path, monkeypatch):
+    """Review of issue 34, 3: with rungs the line drops (0.95 at rung 1, then the rung-0 leader's 0.9):
+    each step is marked with the rung its pick was ranked at, and the axis says so."""
+    from experiments.report_figures import progress_figure
+
+    run = load_run(_rung_search(str(tmp_path / "rungs")))
+    fig = _figure_of(monkeypatch, progress_figure, [run])
+    marks = {line.get_label(): list(line.get_xdata()) for line in fig.axes[0].lines[1:]}
+    assert marks == {"rungs: pick ranked at rung 0 (1 epochs)": [0, 1, 4],
+                     "rungs: pick ranked at rung 1 (3 epochs)": [3]}
+    assert "at the rung it was ranked at" in fig.axes[0].get_ylabel()
+    page, _ = build_report([run])
+    assert "a pick at a lower rung can sit below one at a higher rung" in page
+    plain = load_run(_scored(str(tmp_path / "s"), [{"val_accuracy": v} for v in (0.2, 0.4, 0.3)]))
+    fig = _figure_of(monkeypatch, progress_figure, [plain])
+    assert len(fig.axes[0].lines) == 1 and "rung" not in fig.axes[0].get_ylabel()  # one fidelity: as before
+
+
+def test_export_names_a_pick_that_is_not_the_searchs_first_as_the_verdict_does():
+    """Review of issue 34, 4: where the search's first cell failed, export and verdict both call the
+    one judged the search's best-ranked cell that finished."""
+    from experiments.comparison import choose, promote_verdict
+
+    table = _verdict_table([{**PROMOTED[0], "status": "failed", "top1": None}, *PROMOTED[1:]])
+    _, why = choose(table, "accuracy")
+    assert "the most accurate of the search's best-ranked cell that finished (s-trial1, its rank 2) and the " \
+           "baselines" in why and "the search's pick" not in why
+    assert "On accuracy, the search's best-ranked cell that finished (its rank 2), s-trial1 (" in promote_verdict(table)
+
+
+@pytest.mark.parametrize("target, hint", [
+    (None, "(--export_choice=time_to_target with --target_top1 exports the first to a target)"),
+    (0.7, "(--export_choice=time_to_target exports the first to a target)"),
+])
+def test_the_toss_up_hint_names_target_top1_when_the_promote_had_none(target, hint):
+    """Review of issue 34, 5: time_to_target needs --target_top1; the hint says so when none was given."""
+    from experiments.comparison import choose
+
+    rows = [{**r, "time_to_top1_0.7_s": 10.0} if target else r for r in PROMOTED if r["name"] != "resnet20"]
+    _, why = choose(_verdict_table(rows), "accuracy", target)
+    assert "a toss-up on accuracy" in why and why.endswith(hint)
+
+
+def test_the_cost_aware_docs_say_the_verdict_judges_the_searchs_pick_against_each_baseline():
+    """Review of issue 34, 6."""
+    docs = open(os.path.join(os.path.dirname(__file__), "..", "docs", "commands.md")).read()
+    flat = " ".join(docs.split())
+    assert "best searched cell with the best baseline" not in flat
+    assert "the report's verdict compares the search's pick with each baseline" in flat
+    synopsis = flat[flat.index("amoeba promote --search_dir"):flat.index("amoeba report DIR")]
+    assert "--export_dir=DIR" in synopsis and "--export_choice=accuracy|time_to_target" in synopsis

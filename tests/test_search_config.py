@@ -52,7 +52,7 @@ def test_a_search_made_before_the_data_settings_existed_still_resumes(tmp_path):
     config = SearchConfig(output_dir=str(tmp_path), population_size=4, sample_size=2)
     open_search(config).close()
     saved = json.loads((tmp_path / "search_config.json").read_text())
-    for name in ("data", "image_size", "validation_images", "train_images", "train_seconds"):
+    for name in ("data", "image_size", "validation_images", "train_images", "train_seconds", "target_clock"):
         del saved["proxy"][name]  # as an older amoeba-nas wrote it
     saved["proxy"]["max_params"] = 0  # a setting since moved out of the proxy
     (tmp_path / "search_config.json").write_text(json.dumps(saved))
@@ -99,6 +99,22 @@ def test_a_time_to_accuracy_search_minimises_seconds_to_target():
     config = SearchConfig(output_dir="x", proxy=ProxyConfig(target_accuracy=0.7, target_seconds=60))
     assert (config.objective, config.mode) == ("seconds_to_target", "min")
     assert (SearchConfig(output_dir="x").objective, SearchConfig(output_dir="x").mode) == ("val_accuracy", "max")
+
+
+def test_a_time_to_accuracy_search_made_on_the_training_only_clock_is_not_resumed(tmp_path):
+    config = SearchConfig(output_dir=str(tmp_path), population_size=4, sample_size=2,
+                          proxy=ProxyConfig(target_accuracy=0.7, target_seconds=60))
+    open_search(config).close()
+    saved = json.loads((tmp_path / "search_config.json").read_text())
+    assert saved["proxy"]["target_clock"] == "training_and_evaluations"
+    open_search(config).close()  # the same clock: resumed
+    del saved["proxy"]["target_clock"]  # as amoeba-nas wrote it when the clock counted training only
+    (tmp_path / "search_config.json").write_text(json.dumps(saved))
+    with pytest.raises(ValueError, match="proxy target_clock: its trials' seconds_to_target counted training only and a "
+                                         "hit after target_seconds scored its time.* use a new --output_dir"):
+        open_search(config)
+    with pytest.raises(ValueError, match="target_clock: 'training_only' is not"):
+        ProxyConfig(target_accuracy=0.7, target_seconds=60, target_clock="training_only")
 
 
 def test_a_proxy_that_cannot_feed_a_batch_fails_before_the_journal(tmp_path):
@@ -260,6 +276,18 @@ def test_a_search_that_breeds_no_child_and_a_resume_with_fewer_trials_are_warned
     assert [r.getMessage() for r in caplog.records] == [
         "warning: max_trials 6 is fewer than the 9 this search was last run with: it stops at 6 trials"]
     caplog.clear()
+    mine = SearchConfig(output_dir=str(tmp_path / "mine"), algorithm="random", max_trials=9, trainable="mine",
+                        objective="score")
+    search = open_search(mine)
+    for _ in range(3):
+        search.tell(search.ask().trial_id, {"score": 0.5})
+    search.close()
+    caplog.clear()
+    open_search(dataclasses.replace(mine, max_trials=2)).close()  # fewer than it already has
+    assert [r.getMessage() for r in caplog.records] == [
+        "warning: max_trials 2 is fewer than the 9 this search was last run with: it already has 3 results, so no "
+        "new trial is started"]
+    caplog.clear()
     open_search(SearchConfig(output_dir=str(tmp_path / "random"), algorithm="random", max_trials=2)).close()
     assert caplog.records == []  # random search breeds no child at any length
 
@@ -280,3 +308,36 @@ def test_sigterm_stops_a_search_as_ctrl_c_does_and_the_handlers_are_put_back(cap
         with pytest.raises(KeyboardInterrupt):
             handler(signal.SIGTERM, None)
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+
+
+def test_a_stopped_search_whose_ray_died_with_the_signal_ends_at_once_with_its_line(capsys):
+    import signal
+    import threading
+
+    from experiments.stop_signals import stop_on_interrupt
+
+    ray_dead, ended = threading.Event(), threading.Event()
+    exits: list[int] = []
+
+    def end(code: int) -> None:
+        exits.append(code)
+        ended.set()
+
+    with stop_on_interrupt(ray_gone=ray_dead.is_set, last_words=lambda: "interrupted with 1 trials in flight",
+                           end=end, check_every_s=0.01):
+        time_to_notice = threading.Event()
+        time_to_notice.wait(0.05)
+        assert not ended.is_set()  # no signal: nothing watched
+        signal.getsignal(signal.SIGTERM)(signal.SIGTERM, None)  # a scheduler's SIGTERM to every process of the job
+        time_to_notice.wait(0.05)
+        assert not ended.is_set()  # Ray still up: the search stops its trials itself
+        ray_dead.set()
+        assert ended.wait(5) and exits == [1]
+    assert capsys.readouterr().err == "interrupted with 1 trials in flight\n"
+
+    ended.clear()
+    ray_dead.clear()
+    with stop_on_interrupt(ray_gone=ray_dead.is_set, last_words=lambda: "x", end=end, check_every_s=0.01):
+        signal.getsignal(signal.SIGINT)(signal.SIGINT, None)
+    ray_dead.set()  # the search ended as it does, then shut its Ray down: not a death to end on
+    assert not ended.wait(0.1) and capsys.readouterr().err == ""

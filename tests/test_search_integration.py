@@ -235,7 +235,8 @@ def test_ctrl_c_stops_the_search_with_its_trials_in_flight_left_to_a_rerun(tmp_p
 
 
 @pytest.mark.integration
-def test_sigterm_ends_a_search_as_ctrl_c_does_resumable_and_without_rays_stack_trace(tmp_path):
+def test_sigterm_to_the_process_group_ends_a_search_as_ctrl_c_does_resumable_and_without_rays_stack_trace(
+        tmp_path):
     out = str(tmp_path / "terminated")
     journal = os.path.join(out, "journal.jsonl")
     proc = subprocess.Popen(AMOEBA + ["search", f"--output_dir={out}", "--max_trials=6", *TINY_SEARCH],
@@ -243,7 +244,8 @@ def test_sigterm_ends_a_search_as_ctrl_c_does_resumable_and_without_rays_stack_t
                             env=QUIET_TF)
     try:
         wait_for_text(journal, '"event":"ask"', proc, poll=0.05)  # the first trial set off
-        os.kill(proc.pid, signal.SIGTERM)  # to the driver alone, as `timeout` sends it
+        os.killpg(proc.pid, signal.SIGTERM)  # to its whole group, as `timeout` and `kill -TERM -PGID` send it:
+        # Ray's processes (in sessions of their own) live on for the driver to stop its trials and end
         stdout, stderr = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:

@@ -61,3 +61,30 @@ def test_the_time_to_target_counts_the_evaluations_as_promote_does(monkeypatch):
     late = race(monkeypatch, 2.0, 1.5, [0.5, 0.6, 0.71])  # 10.5 s at the end of the third
     assert late["time_to_target_s"] is None and late["seconds_to_target"] == T
     assert late["evaluations"] == 3  # stopped there: nothing after the time can be a hit
+
+
+def test_the_clock_starts_once_the_training_pipeline_is_built_as_promotes_does(monkeypatch):
+    from types import SimpleNamespace
+
+    clock = Clock()
+    monkeypatch.setattr(candidate_loop, "time", clock)
+
+    def built_in_5_s(*args) -> list:
+        clock.now += 5.0
+        return []
+
+    monkeypatch.setattr(candidate_loop, "train_pipeline", built_in_5_s)
+    run = ProxyTraining.__new__(ProxyTraining)  # the loop's state without a network
+    run.proxy, run.ends, run.total_steps, run.timed, run.stopped = PROXY, [1], None, False, False
+    run.steps_per_epoch, run.data = 4, SimpleNamespace(x_train=[], y_train=[])
+    run.schedule = SimpleNamespace(steps=SimpleNamespace(assign=lambda value: None))
+    run.optimizer = SimpleNamespace(iterations=SimpleNamespace(assign=lambda value: None))
+    run.progress = SimpleNamespace(update=lambda *args, **kwargs: None)
+
+    def an_epoch_of_2_s(train_ds, epoch: int, rung_steps: int, deadline: float) -> tuple[float, int]:
+        clock.now += 2.0
+        return 0.5, 4
+
+    run._train_epoch = an_epoch_of_2_s
+    assert run.train_rung(0, 0) == (4, 0.5, 2.0) and run.t_train == 5.0
+    assert run._seconds_with_evaluations() == 2.0

@@ -109,3 +109,18 @@ def test_a_rung_trial_reports_each_rung_with_the_objective_at_the_top_level(monk
     assert [(m["rung"], m["epochs"], m["error"]) for m in rungs] == [(0, 1, ""), (1, 2, "")]
     assert all(r["val_loss"] == m["val_loss"] and r["latency_ms"] == m["latency_ms"] for r, m in zip(reported, rungs))
     assert all(m["load_seconds"] > 0 and m["import_seconds"] >= 0 for m in rungs)
+
+
+def test_a_reissued_trial_clears_the_progress_file_its_dead_run_left_at_once(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    from experiments import trial
+
+    state_dir = tmp_path / "trial_3"
+    state_dir.mkdir()
+    (state_dir / "progress.json").write_text('{"phase": "training", "step": 120, "total_steps": 264}')
+    monkeypatch.setattr(trial.tune, "report", lambda result: None)
+    monkeypatch.setattr(trial, "worker_facts", lambda t_start: {})
+    notes = SimpleNamespace(get=lambda trial_id: "timeout: hung")  # the quickest way through a trial
+    trial.run_trial({"trial_id": 3, "genotype": None, "checkpoint_dir": str(state_dir)}, {}, {}, notes=notes)
+    assert not (state_dir / "progress.json").exists()

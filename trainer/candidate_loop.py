@@ -179,14 +179,15 @@ class ProxyTraining:
 
     def train_rung(self, rung: int, done_epochs: int) -> tuple[int, float, float]:
         """Train from `done_epochs` to the rung's end: (steps, last epoch's mean loss, seconds). The
-        time limit starts after the data is in memory, and again at each rung."""
+        clock and the time limit start once the training pipeline is built (as `amoeba promote`'s
+        clock starts once its iterator is), and again at each rung."""
         self.schedule.steps.assign(float(self._schedule_steps(self.ends[rung] - done_epochs)))
         self.optimizer.iterations.assign(0)
+        train_ds = train_pipeline(self.data.x_train, self.data.y_train, self.proxy.batch_size,
+                                  self.proxy.seed + done_epochs, self.proxy.spec.augment)
         t_train = self.t_train = time.perf_counter()
         self.eval_seconds = 0.0
         deadline = t_train + self.proxy.timeout_s if self.proxy.timeout_s else math.inf
-        train_ds = train_pipeline(self.data.x_train, self.data.y_train, self.proxy.batch_size,
-                                  self.proxy.seed + done_epochs, self.proxy.spec.augment)
         rung_steps, train_loss = 0, math.nan
         for epoch in range(done_epochs, self.ends[rung]):
             train_loss, rung_steps = self._train_epoch(train_ds, epoch, rung_steps, deadline)
@@ -240,7 +241,7 @@ class ProxyTraining:
         self.schedule.steps.assign(float(self.total_steps))
         record_steps(self.state_dir, self.total_steps, self.calibration_ms)
 
-    def _target_seconds(self) -> float:
+    def _seconds_with_evaluations(self) -> float:
         """--target_accuracy's clock: seconds since training began, its evaluations included (the time
         to target `amoeba promote` measures, DAWNBench's)."""
         return time.perf_counter() - self.t_train
@@ -248,15 +249,19 @@ class ProxyTraining:
     def _target_check(self, rung_steps: int) -> bool:
         """--target_accuracy: evaluate when one is due (or the time is up); whether to stop (at a hit,
         or once the time is up: an evaluation that ends after it is no hit)."""
-        if rung_steps % self.eval_steps == 0 or self._target_seconds() >= self.proxy.target_seconds:
+        if rung_steps % self.eval_steps == 0 or self._time_is_up():
             self._evaluate_on_the_way(rung_steps)
-        return self.reached_s is not None or self._target_seconds() >= self.proxy.target_seconds
+        return self.reached_s is not None or self._time_is_up()
+
+    def _time_is_up(self) -> bool:
+        """Whether --target_accuracy's clock has reached the candidate's budget, target_seconds."""
+        return self._seconds_with_evaluations() >= self.proxy.target_seconds
 
     def _evaluate_on_the_way(self, rung_steps: int) -> None:
         evaluation = self.evaluate()
         self.eval_seconds += evaluation["eval_seconds"]
         self.last_evaluation, self.evaluated_steps = evaluation, rung_steps
-        at = self._target_seconds()  # at the end of the evaluation
+        at = self._seconds_with_evaluations()  # at the end of the evaluation
         self.curve.append((at, evaluation["val_accuracy"]))
         if self.reached_s is None and self.proxy.reached_target(at, evaluation["val_accuracy"]):
             self.reached_s = at

@@ -26,9 +26,9 @@ import tensorflow as tf
 from core import storage
 from trainer import records
 from trainer.prepare_images import ImageInfo, decoder_lines_hidden, encode_row, inspect_image
-from trainer.prepare_inputs import (BAD_ROWS_FILE, BadInputError, BadRow, Row, bad_rows_csv, list_bad_rows,
-                                    missing_classes, no_evaluation_image, read_csv, read_folders, read_labels,
-                                    split_list_csv, split_off, suspicious_labels)
+from trainer.prepare_inputs import (BAD_ROWS_FILE, BadInputError, BadRow, Row, bad_noun, bad_rows_csv,
+                                    list_bad_rows, missing_classes, no_evaluation_image, read_csv, read_folders,
+                                    read_labels, split_list_csv, split_off, suspicious_labels)
 from trainer.shard_writer import (Progress, check_output_dir, default_num_shards, ordered_map, split_evenly,
                                   write_shard)
 
@@ -73,6 +73,11 @@ class PrepareConfig:
     def workers(self) -> int:
         return self.num_workers or min(32, (os.cpu_count() or 1) + 4)
 
+    @property
+    def from_csv(self) -> bool:
+        """Whether a CSV is read: bad inputs are then `bad rows`, else (class folders only) `bad images`."""
+        return bool(self.train_csv or self.eval_csv)
+
 
 @dataclass(frozen=True)
 class PrepareSummary:
@@ -85,6 +90,7 @@ class PrepareSummary:
     dry_run: bool
     bad_rows: tuple[BadRow, ...] = field(default=())
     warnings: tuple[str, ...] = field(default=())  # e.g. classes with no evaluation image
+    from_csv: bool = True  # a CSV was read (bad rows), else class folders only (bad images)
 
     def describe(self) -> str:
         verb = "would write" if self.dry_run else "wrote"
@@ -94,7 +100,8 @@ class PrepareSummary:
                 f"shard(s), {len(self.labels)} classes")
         if self.bad_rows:
             listed_in = "" if self.dry_run else f", listed in {BAD_ROWS_FILE}"
-            text += f"\n{len(self.bad_rows)} bad row(s) left out{listed_in}:\n{list_bad_rows(self.bad_rows)}"
+            noun = bad_noun(self.from_csv)
+            text += f"\n{len(self.bad_rows)} bad {noun}(s) left out{listed_in}:\n{list_bad_rows(self.bad_rows)}"
         return text + "".join(f"\nwarning: {warning}" for warning in self.warnings)
 
 
@@ -103,13 +110,13 @@ def _check_rows(rows: list[Row], label_ids: dict[str, int], labels_source: str, 
                 verbose: bool) -> tuple[list[tuple[Row, ImageInfo]], list[BadRow]]:
     good, bad = [], []
     known = [row for row in rows if row.label in label_ids]
-    bad += [BadRow(row.csv_path, row.line, row.path, f"unknown label {row.label!r} (not in {labels_source})")
+    bad += [BadRow(row.input_path, row.line, row.path, f"unknown label {row.label!r} (not in {labels_source})")
             for row in rows if row.label not in label_ids]
-    progress = Progress(len(known), f"checking {len(known)} images", verbose)
+    progress = Progress(len(known), f"checking {len(known)} images", verbose, unit="image")
     with decoder_lines_hidden(), concurrent.futures.ThreadPoolExecutor(workers) as pool:
         for row, info in zip(known, ordered_map(pool, lambda r: inspect_image(r.source), known, 8 * workers)):
             if isinstance(info, str):
-                bad.append(BadRow(row.csv_path, row.line, row.path, info))
+                bad.append(BadRow(row.input_path, row.line, row.path, info))
             else:
                 good.append((row, info))
             progress.add()
@@ -145,7 +152,7 @@ def prepare(config: PrepareConfig, verbose: bool = True) -> PrepareSummary:
     if config.output_dir:
         check_output_dir(config.output_dir)
     train_rows, eval_rows, bad, classes = _read_inputs(config)
-    train_source = config.train_csv or config.train_dir
+    train_source, noun = config.train_csv or config.train_dir, bad_noun(config.from_csv)
     if config.labels:
         labels, labels_source = read_labels(config.labels), config.labels
     else:
@@ -157,30 +164,31 @@ def prepare(config: PrepareConfig, verbose: bool = True) -> PrepareSummary:
     label_ids = {label: i for i, label in enumerate(labels)}
     missing = missing_classes(labels, (r for r in train_rows if r.label in label_ids), labels_source)
     if missing:
-        raise ValueError(missing + (f"\nand {len(bad)} bad row(s):\n{list_bad_rows(bad)}" if bad else ""))
+        raise ValueError(missing + (f"\nand {len(bad)} bad {noun}(s):\n{list_bad_rows(bad)}" if bad else ""))
 
     workers = config.workers()
     good, checked_bad = _check_rows(train_rows + eval_rows, label_ids, labels_source, workers, verbose)
-    bad = sorted(bad + checked_bad, key=lambda b: (b.csv_path != train_source, b.csv_path, b.line, b.path))
+    bad = sorted(bad + checked_bad, key=lambda b: (b.input_path != train_source, b.input_path, b.line, b.path))
     if bad and not config.skip_bad_rows:
-        raise BadInputError(bad)
+        raise BadInputError(bad, config.from_csv)
     train_ids = {id(row) for row in train_rows}
     train = [item for item in good if id(item[0]) in train_ids]
     evaluation = [item for item in good if id(item[0]) not in train_ids]
-    missing = missing_classes(labels, (row for row, _ in train), labels_source + " (after leaving out bad rows)")
+    missing = missing_classes(labels, (row for row, _ in train), labels_source + f" (after leaving out bad {noun}s)")
     if missing:
-        raise ValueError(f"{missing}; bad rows left out:\n{list_bad_rows(bad)}")
+        raise ValueError(f"{missing}; bad {noun}s left out:\n{list_bad_rows(bad)}")
     eval_source = config.eval_csv or config.eval_dir or f"{config.eval_fraction:g} of {train_source}"
     for rows, source in ((train, train_source), (evaluation, eval_source)):
         if not rows:
-            raise ValueError(f"{source}: no usable rows; bad rows left out:\n{list_bad_rows(bad)}")
+            raise ValueError(f"{source}: no usable {noun}s; bad {noun}s left out:\n{list_bad_rows(bad)}")
     random.Random(SHUFFLE_SEED).shuffle(train)
     unevaluated = no_evaluation_image(labels, [row for row, _ in train], [row for row, _ in evaluation], eval_source,
                                       train_source if config.eval_fraction else None)
     num_train_shards = min(config.num_shards_train or default_num_shards(len(train)), len(train))
     num_eval_shards = min(config.num_shards_eval or default_num_shards(len(evaluation)), len(evaluation))
     summary = PrepareSummary(config.output_dir, len(train), len(evaluation), tuple(labels), num_train_shards,
-                             num_eval_shards, config.dry_run, tuple(bad), (unevaluated,) if unevaluated else ())
+                             num_eval_shards, config.dry_run, tuple(bad), (unevaluated,) if unevaluated else (),
+                             config.from_csv)
     if config.dry_run:
         return summary
 
@@ -215,7 +223,7 @@ def _write_output(config: PrepareConfig, labels: list[str], train: list[tuple[Ro
     label_ids = {label: i for i, label in enumerate(labels)}
     tf.io.gfile.makedirs(output_dir)
     total = len(train) + len(evaluation)
-    progress = Progress(total, f"writing {total} records", verbose)
+    progress = Progress(total, f"writing {total} records", verbose, unit="record")
     shards = {
         prefix: _write_split(output_dir, prefix, split_evenly(items, num_shards), label_ids, workers, progress)
         for prefix, items, num_shards in ((records.TRAIN_PREFIX, train, summary.num_shards_train),
@@ -223,7 +231,7 @@ def _write_output(config: PrepareConfig, labels: list[str], train: list[tuple[Ro
     }
     storage.write_text(storage.join(output_dir, records.LABELS_FILE), "\n".join(labels) + "\n")
     if config.skip_bad_rows:
-        storage.write_text(storage.join(output_dir, BAD_ROWS_FILE), bad_rows_csv(bad))
+        storage.write_text(storage.join(output_dir, BAD_ROWS_FILE), bad_rows_csv(bad, config.from_csv))
     for prefix, items in ((records.TRAIN_PREFIX, train), (records.EVAL_PREFIX, evaluation)):
         storage.write_text(storage.join(output_dir, SPLIT_FILES[prefix]), split_list_csv(row for row, _ in items))
 

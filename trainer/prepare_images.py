@@ -1,7 +1,7 @@
 """The images `amoeba prepare` stores: each is checked (read, decoded, its size taken; the reason
-it is unusable otherwise, in our words: the decoder's own stderr lines are hidden) and later
-encoded into its record, RGB JPEGs byte for byte and other images (grey or CMYK JPEG, PNG, GIF,
-BMP, WebP) converted to RGB JPEG. `amoeba predict` checks its images here too.
+it is unusable otherwise, in our words: the decoders' own stderr lines are dropped, every other
+line kept) and later encoded into its record, RGB JPEGs byte for byte and other images (grey or
+CMYK JPEG, PNG, GIF, BMP, WebP) converted to RGB JPEG. `amoeba predict` checks its images here too.
 
 This module must not read CSVs, write files or build models.
 """
@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -38,24 +41,79 @@ def op_message(err: Exception) -> str:
     return text.split(" [Op:", 1)[0].strip()
 
 
+# Lines the image decoders write to fd 2 about a bad image, each reported in our words instead:
+# TensorFlow's (`E0000 ... jpeg_mem.cc:331] Premature end of JPEG data`) and libjpeg's (jerror.h).
+DECODER_LINES = re.compile(
+    rb"(jpeg_mem\.cc|jpeg_handle\.cc|png_io\.cc|gif_io\.cc|Premature end of JPEG|Corrupt JPEG data|"
+    rb"^Bogus |^Improper call to JPEG library|^Invalid JPEG file structure|^Not a JPEG file|"
+    rb"^Unsupported (marker type|JPEG process|JPEG data precision|color conversion)|^Huffman table 0x|"
+    rb"^Quantization table 0x|^Invalid SOS parameters|^Inconsistent progression sequence|"
+    rb"^Warning: unknown JFIF revision|^Application transferred too|^JPEG datastream contains no image|"
+    rb"^Sampling factors too large|^Empty JPEG image|^Didn't expect more than one scan|^libpng (warning|error))")
+# The reader of fd 2 while decoder lines are hidden: a process of its own, so that a fatal message
+# written just before an abort still gets out (the process reads until the last writer is gone).
+_FILTER = ("import re, sys\ndrop = re.compile(sys.argv[1].encode())\nfor line in sys.stdin.buffer:\n"
+           "    if not drop.search(line):\n        sys.stderr.buffer.write(line)\n        sys.stderr.buffer.flush()\n")
+_lock = threading.Lock()
+_depth = 0  # uses of decoder_lines_hidden now open, in all threads
+_saved: tuple[int, subprocess.Popen] | None = None  # the real fd 2, and the filter in its place
+
+
+def _swap_in_filter() -> tuple[int, subprocess.Popen] | None:
+    """fd 2 made a pipe into a filter process that writes every line but decoder lines to the real
+    stderr; the real stderr's fd and the process. None (fd 2 left as it is, nothing hidden) when
+    the filter cannot be started."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    read_end, write_end = os.pipe()
+    try:
+        reader = subprocess.Popen([sys.executable, "-I", "-S", "-c", _FILTER, DECODER_LINES.pattern.decode()],
+                                  stdin=read_end, stdout=subprocess.DEVNULL, stderr=saved)
+    except (OSError, subprocess.SubprocessError):
+        for fd in (saved, read_end, write_end):
+            os.close(fd)
+        return None
+    os.close(read_end)
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    return saved, reader
+
+
+def _swap_out_filter(saved: int, reader: subprocess.Popen) -> None:
+    """The real stderr back on fd 2; waits (a little) for the filter to write what it holds."""
+    sys.stderr.flush()
+    os.dup2(saved, 2)  # the pipe's last writer gone (unless a child process holds it): the filter ends
+    os.close(saved)
+    try:
+        reader.wait(timeout=5)
+    except subprocess.TimeoutExpired:  # a child process started inside still writes to it: it goes on
+        pass
+
+
 @contextlib.contextmanager
 def decoder_lines_hidden() -> Iterator[None]:
-    """While images are checked: what native code writes to stderr (libjpeg's `Bogus Huffman table
-    definition`, TensorFlow's `E0000 ... jpeg_mem.cc] Premature end of JPEG data`) goes nowhere, as
-    each bad image is reported in our words instead. Shown as usual when TF_CPP_MIN_LOG_LEVEL is
-    unset or 0 (`amoeba --verbosity=1`); the `amoeba` command sets it to 2 otherwise."""
+    """While images are checked: the decoders' own stderr lines (DECODER_LINES: libjpeg's `Bogus
+    Huffman table definition`, TensorFlow's `E0000 ... jpeg_mem.cc] Premature end of JPEG data`)
+    are dropped, as each bad image is reported in our words instead; every other line written to
+    stderr (fd 2) gets through. Reentrant and thread-safe: only the outermost use swaps fd 2.
+    Shown as usual when TF_CPP_MIN_LOG_LEVEL is unset or 0 (`amoeba --verbosity=1`); the `amoeba`
+    command sets it to 2 otherwise."""
+    global _depth, _saved
     if os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0") == "0":
         yield
         return
-    sys.stderr.flush()
-    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 2)
+    with _lock:
+        if _depth == 0:
+            _saved = _swap_in_filter()
+        _depth += 1
     try:
         yield
     finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(devnull)
+        with _lock:
+            _depth -= 1
+            if _depth == 0 and _saved is not None:
+                saved, _saved = _saved, None
+                _swap_out_filter(*saved)
 
 
 def _read_image(source: str) -> bytes:

@@ -18,6 +18,7 @@ from typing import Iterable, Sequence
 import tensorflow as tf
 
 from core import storage
+from core.data_dir import IMAGE_EXTENSIONS  # what `amoeba prepare --train_dir` reads, as image_dataset_from_directory
 
 MAX_LISTED = 20  # bad rows (or missing classes) shown in a message, at most
 BAD_ROWS_FILE = "bad_rows.csv"
@@ -28,7 +29,7 @@ HEADER_LABELS = {"label", "labels", "class", "class_name", "category", "label_na
 
 @dataclass(frozen=True)
 class Row:
-    csv_path: str  # the CSV, or the folder of class folders
+    input_path: str  # the CSV, or the folder of class folders, it came from
     line: int  # the CSV's line; 0 for an image of a class folder
     path: str  # as written in the CSV; an image of a class folder: its path under the folder
     source: str  # where it is read from (relative paths joined to the CSV's folder)
@@ -37,20 +38,20 @@ class Row:
     @property
     def where(self) -> str:
         """The row as a person finds it: CSV:LINE, or an image of a class folder's path (with the folder's)."""
-        return self.source if self.line == 0 else f"{self.csv_path}:{self.line}"
+        return self.source if self.line == 0 else f"{self.input_path}:{self.line}"
 
 
 @dataclass(frozen=True)
 class BadRow:
-    csv_path: str
+    input_path: str  # the CSV, or the folder of class folders
     line: int
     path: str
     reason: str
 
     def __str__(self) -> str:
         if self.line == 0:  # an image of a class folder: its path under the folder given
-            return f"{self.csv_path.rstrip('/')}/{self.path}: {self.reason}"
-        return f"{self.csv_path}:{self.line}: {self.path}: {self.reason}"
+            return f"{self.input_path.rstrip('/')}/{self.path}: {self.reason}"
+        return f"{self.input_path}:{self.line}: {self.path}: {self.reason}"
 
 
 def list_bad_rows(bad_rows: Sequence[BadRow]) -> str:
@@ -61,13 +62,19 @@ def list_bad_rows(bad_rows: Sequence[BadRow]) -> str:
     return "\n".join(lines)
 
 
-class BadInputError(ValueError):
-    """Bad rows, listed (the first MAX_LISTED) in the message; all of them in `bad_rows`."""
+def bad_noun(from_csv: bool) -> str:
+    """What a bad input is called: a row when a CSV was given, else an image (of a class folder)."""
+    return "row" if from_csv else "image"
 
-    def __init__(self, bad_rows: Sequence[BadRow]) -> None:
+
+class BadInputError(ValueError):
+    """Bad rows, listed (the first MAX_LISTED) in the message; all of them in `bad_rows`.
+    `from_csv`: a CSV was given (they are `bad row(s)`), else only class folders (`bad image(s)`)."""
+
+    def __init__(self, bad_rows: Sequence[BadRow], from_csv: bool = True) -> None:
         self.bad_rows = tuple(bad_rows)
         super().__init__(
-            f"{len(self.bad_rows)} bad row(s); no shard was written (--skip_bad_rows leaves them out "
+            f"{len(self.bad_rows)} bad {bad_noun(from_csv)}(s); no shard was written (--skip_bad_rows leaves them out "
             f"and lists them in {BAD_ROWS_FILE}):\n{list_bad_rows(self.bad_rows)}")
 
 
@@ -124,9 +131,6 @@ def read_csv(csv_path: str) -> tuple[list[Row], list[BadRow]]:
     if not rows and not bad:
         raise ValueError(f"CSV {csv_path}: no rows (expected lines `path,label`)")
     return rows, bad
-
-
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")  # what image_dataset_from_directory reads
 
 
 def read_folders(root: str) -> tuple[list[Row], list[str]]:
@@ -245,18 +249,21 @@ def _spelt_alike(label: str, others: Sequence[str]) -> str | None:
                  difflib.SequenceMatcher(None, label.lower(), other.lower()).ratio() >= NEAR_RATIO), None)
 
 
-def bad_rows_csv(bad_rows: Sequence[BadRow]) -> str:
-    """The bad rows as CSV text for bad_rows.csv: (csv, line, path, reason); when every one is an
-    image of a class folder, (path, reason) with the image's whole path, as it has no CSV line."""
+def bad_rows_csv(bad_rows: Sequence[BadRow], from_csv: bool) -> str:
+    """The bad rows as CSV text for bad_rows.csv. When a CSV was given (`from_csv`): the columns
+    csv,line,path,reason, an image of a class folder with csv and line empty and its whole path;
+    with class folders only: path,reason with each image's whole path. The inputs given choose
+    the columns, not which rows were bad (nor whether any was)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    if all(bad.line == 0 for bad in bad_rows):
-        writer.writerow(["path", "reason"])
-        writer.writerows([f"{bad.csv_path.rstrip('/')}/{bad.path}", bad.reason] for bad in bad_rows)
-        return out.getvalue()
-    writer.writerow(["csv", "line", "path", "reason"])
+    writer.writerow(["csv", "line", "path", "reason"] if from_csv else ["path", "reason"])
     for bad in bad_rows:
-        writer.writerow([bad.csv_path, bad.line or "", bad.path, bad.reason])
+        whole = f"{bad.input_path.rstrip('/')}/{bad.path}"
+        if not from_csv:
+            writer.writerow([whole, bad.reason])
+        else:
+            in_csv = [bad.input_path, bad.line, bad.path]
+            writer.writerow([*(in_csv if bad.line else ["", "", whole]), bad.reason])
     return out.getvalue()
 
 

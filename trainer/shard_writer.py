@@ -42,23 +42,24 @@ def ordered_map(pool: concurrent.futures.Executor, fn: Callable[[T], R], items: 
 
 
 class Progress:
-    """A thread-safe count of rows done: keras's Progbar on a terminal; elsewhere (a log file, a
+    """A thread-safe count of items done (`unit`: images checked, records written): keras's Progbar on a terminal; elsewhere (a log file, a
     pipe) a plain line every PLAIN_EVERY_S seconds and at the end, with no escape codes or
     backspaces (Progbar writes them whatever stdout is). Silent when disabled."""
 
     PLAIN_EVERY_S = 10.0
 
-    def __init__(self, total: int, title: str, enabled: bool) -> None:
+    def __init__(self, total: int, title: str, enabled: bool, unit: str = "row") -> None:
         self._lock = threading.Lock()
         self._done = 0
         self._total = total
         self._bar = None
         self._plain = enabled and bool(total) and not sys.stdout.isatty()
         self._shown_at = time.monotonic()
+        self._unit = unit
         if enabled and total:
             print(title, flush=True)
             if not self._plain:
-                self._bar = tf.keras.utils.Progbar(total, unit_name="row", interval=0.05)
+                self._bar = tf.keras.utils.Progbar(total, unit_name=unit, interval=0.05)
 
     def add(self, count: int = 1) -> None:
         with self._lock:
@@ -68,7 +69,7 @@ class Progress:
             elif self._plain and (self._done >= self._total or
                                   time.monotonic() - self._shown_at >= self.PLAIN_EVERY_S):
                 self._shown_at = time.monotonic()
-                print(f"  {self._done:,}/{self._total:,} rows ({100 * self._done / self._total:.0f}%)", flush=True)
+                print(f"  {self._done:,}/{self._total:,} {self._unit}s ({100 * self._done / self._total:.0f}%)", flush=True)
 
 
 def write_shard(path: str, serialized: Iterable[bytes]) -> int:

@@ -179,8 +179,10 @@ class SearchAlgorithm(RungBook, RepeatBook):
         released = self._releasable()
         if released is not None:
             return replace(self.trials[released], start_rung=len(self.rung_results.get(released, ()))), True
-        if self._reissue:
+        while self._reissue:
             trial = self.trials[self._reissue.popleft()]
+            if self._decided_meanwhile(trial.trial_id):
+                continue
             self._write({"event": "reissue", "trial_id": trial.trial_id})
             return replace(trial, start_rung=len(self.rung_results.get(trial.trial_id, ()))), True
         promoted = self._promotion()
@@ -200,9 +202,14 @@ class SearchAlgorithm(RungBook, RepeatBook):
     def requeue(self, trial_id: int) -> bool:
         """Put an in-flight trial whose worker was lost (not the candidate's fault) back in line: the
         next `ask` re-issues it with the same id. Once per trial in a run; False when it is not in
-        flight or was put back already (the caller then records it failed)."""
-        if trial_id not in self.trials or trial_id in self.outcomes or trial_id in self._requeued:
+        flight (told, or paused at a rung: no worker holds it) or was put back already (the caller then
+        records it failed). One whose last rung was decided STOP needs no worker: it is told that rung's
+        result at once (True: handled)."""
+        if trial_id not in self.trials or trial_id in self.outcomes or trial_id in self._requeued \
+                or trial_id in self.paused():
             return False
+        if self._decided_meanwhile(trial_id):  # its last rung was decided STOP: told that rung's result now
+            return True
         self._requeued.add(trial_id)
         self._running.discard(trial_id)
         if trial_id not in self._reissue:

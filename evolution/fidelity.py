@@ -149,6 +149,15 @@ class RungBook:
             for rung in range(len(results)):
                 self._consider_for_best(other, rung)
 
+    def _decided_meanwhile(self, trial_id: int) -> bool:
+        """Whether a trial waiting to be handed out again (its worker lost) is not to be: its last
+        rung was decided STOP (before the loss, or by the lost worker's late result), and it is told
+        that rung's result now, as a resume tells it; or decided PAUSE, and it waits for the rule."""
+        last = self.decisions.get(trial_id, [CONTINUE])[-1]
+        if last == STOP:
+            self.tell(trial_id, self.rung_results[trial_id][-1])
+        return last in (STOP, PAUSE)
+
     def _finish_decided(self) -> list[int]:
         """Trials whose last rung was decided STOP but that were never told (the driver ended in
         between): told now with that rung's metrics, as the trial would have been."""

@@ -85,6 +85,16 @@ class Tournament:
         return Trial(trial_id, child, parent_id, description)
 
 
+def evaluated(algorithm: "SearchAlgorithm") -> list[int]:
+    """The trials that ever joined the population: told `ok`, in the order told, then (with rungs)
+    the others with a first rung's result (not told yet, or failed at a later rung: members all the
+    same). Never empty while the population is not: under the promotion rule the population fills
+    with paused trials before any is told."""
+    ok = [t for t, o in algorithm.outcomes.items() if o.status == "ok"]
+    told = set(ok)
+    return ok + [t for t in algorithm.rung_results if t not in told]
+
+
 REDRAWS = 10  # mutations drawn for a child over its limit before one over it is taken
 SURROGATE_ROWS = 300  # the latest successful trials the additive model is fitted to
 
@@ -94,13 +104,14 @@ class LimitTournament:
     """Pareto evolution aimed at the best cell under each limit. For each child: a cost goal (one
     of the goals after the first, drawn when there are several) and a limit on it, the goal's value
     at a uniformly drawn quantile of the first `population_size` successful trials (the random
-    population: the space's own spread of that cost). The tournament draws `sample_size` members
-    within the limit (none: the member best on that goal) and takes the best by the first goal, like
-    with like. Each of `offspring` children is drawn again, up to REDRAWS times, while a size measure
-    says it is over the limit; with more than one, the child the additive model of the successful
-    trials' first goal predicts best is trained (the first among equals; the model sees the latest
-    SURROGATE_ROWS of them), among the children not tried before when there are any (an identity
-    mutation would otherwise win, predicted as good as its parent)."""
+    population: the space's own spread of that cost; with rungs, a first rung's result is a
+    success, so the population may fill before any trial is told). The tournament draws
+    `sample_size` members within the limit (none: the member best on that goal) and takes the best
+    by the first goal, like with like. Each of `offspring` children is drawn again, up to REDRAWS
+    times, while a size measure says it is over the limit; with more than one, the child the
+    additive model of the successful trials' first goal predicts best is trained (the first among
+    equals; the model sees the latest SURROGATE_ROWS of them), among the children not tried before
+    when there are any (an identity mutation would otherwise win, predicted as good as its parent)."""
 
     population_size: int
     sample_size: int
@@ -112,8 +123,7 @@ class LimitTournament:
         costs = algorithm.goals[1:]
         goal = costs[algorithm.rng.randrange(len(costs))] if len(costs) > 1 else costs[0]
         cost = lambda member: goal.signed(algorithm.metrics_at(member, 0))  # noqa: E731 - larger is better
-        ok = sorted(t for t, o in algorithm.outcomes.items() if o.status == "ok")[:self.population_size]
-        spread = sorted(cost(t) for t in ok)
+        spread = sorted(cost(t) for t in sorted(evaluated(algorithm))[:self.population_size])
         limit = spread[min(len(spread) - 1, int(algorithm.rng.random() * len(spread)))]
         within = [m for m in algorithm.population if cost(m) >= limit] or [max(algorithm.population, key=cost)]
         sample = draw_sample(within, self.sample_size, algorithm.rng)
@@ -123,7 +133,7 @@ class LimitTournament:
         if len(children) > 1:
             tried = {trial.genotype.key() for trial in algorithm.trials.values()}
             children = [c for c in children if c[0].key() not in tried] or children  # the model is for new cells
-            scored = [t for t, o in algorithm.outcomes.items() if o.status == "ok"][-SURROGATE_ROWS:]
+            scored = evaluated(algorithm)[-SURROGATE_ROWS:]
             predict = fit_additive([features(algorithm.trials[t].genotype) for t in scored],
                                    [algorithm.value_at(t, 0) for t in scored])
             predicted = [predict(features(child)) for child, _ in children]

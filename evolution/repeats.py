@@ -109,5 +109,7 @@ class RepeatBook:
         key = self._key(trial_id)
         self._first_ok.setdefault(key, trial_id)
         if self.repeats == "reuse":
-            for held in [t for t in self._held if self._key(t) == key]:
+            twins = [t for t in self._held if self._key(t) == key]
+            self._held = [t for t in self._held if t not in twins]  # off the list first: each is reused once,
+            for held in twins:  # here, not again by the reuse's own `_record`
                 self._reuse(held, self._first_ok[key])

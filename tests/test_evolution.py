@@ -437,3 +437,25 @@ def test_under_reuse_a_twin_of_a_running_trial_is_held_until_it_ends_and_takes_i
     assert [train.ask().trial_id, train.ask().trial_id] == [0, 1]
     with pytest.raises(ValueError, match="repeats: 'reuse' takes a finished result"):
         _choice_search(tmp_path / "r", "reuse", rungs=Rungs((1, 3), 3))
+
+
+def test_under_reuse_each_held_twin_takes_the_result_once_and_the_search_resumes(tmp_path):
+    """Issue 34, defect 1: reusing the first held twin reused the others from inside `_record`, and the
+    outer loop reused them again: the population was [0, 1, 2, 2], the journal told trial 2 twice, a
+    resume stopped at it and a read-only replay skipped it, ending with another population."""
+    from searchspace import ChoiceGenotype
+
+    twin = ChoiceGenotype({"a": 2, "b": 2, "c": 1})
+    search = _choice_search(tmp_path, "reuse", initial=[twin, twin, twin])
+    first, other = search.ask(), search.ask()
+    assert (first.trial_id, other.trial_id) == (0, 3)  # trials 1 and 2, the twins, are held back
+    search.tell(0, _score(first))
+    assert list(search.population) == [0, 1, 2]
+    search.close()
+    with open(tmp_path / "reuse.jsonl") as f:
+        tells = [e["trial_id"] for e in map(json.loads, f) if e["event"] == "tell"]
+    assert tells == [0, 1, 2]
+    assert list(resume(str(tmp_path / "reuse.jsonl"), read_only=True).population) == [0, 1, 2]  # as live
+    resumed = resume(str(tmp_path / "reuse.jsonl"))
+    assert list(resumed.population) == [0, 1, 2] and resumed.pending() == [3]
+    resumed.close()

@@ -310,3 +310,31 @@ def test_a_limit_tournament_search_replays_without_its_measure_and_resumes_as_th
         SearchConfig(output_dir=str(tmp_path / "s"), tournament="limit")
     with pytest.raises(ValueError, match="tournament: one of"):
         ParetoEvolution(SPACE, tournament="crowded")
+
+
+@pytest.mark.parametrize("offspring", [1, 3])
+def test_the_limit_tournament_with_rungs_draws_its_limit_from_the_first_rung_before_any_tell(tmp_path, offspring):
+    """Defect: under the promotion rule every trial pauses at the first rung, so the population
+    fills before any trial is told; the limit was drawn from told results only (IndexError), and
+    with offspring > 1 the model was fitted to none. Now both read the first rung's results."""
+    from evolution import Rungs
+
+    path = str(tmp_path / "j.jsonl")
+    algorithm = ParetoEvolution(SPACE, population_size=4, sample_size=2, seed=1, rungs=Rungs((1, 3)),
+                                rung_rule="promotion", objectives=["val_accuracy:max", "latency_ms:min"],
+                                tournament="limit", offspring=offspring, journal_path=path)
+    told_at_first_child = None
+    for _ in range(12):
+        trial = algorithm.ask()
+        if trial.parent_id is not None and told_at_first_child is None:
+            told_at_first_child = len(algorithm.outcomes)
+        if trial.start_rung == 0:
+            assert algorithm.report(trial.trial_id, 0, metrics_of(trial)) == "pause"
+        else:
+            algorithm.report(trial.trial_id, 1, metrics_of(trial))
+            algorithm.tell(trial.trial_id, algorithm.rung_results[trial.trial_id][-1])
+    assert told_at_first_child == 0  # children were bred before any trial was told
+    assert sum(t.parent_id is not None for t in algorithm.trials.values()) > 4
+    algorithm.close()
+    replayed = resume(path, read_only=True)
+    assert replayed.trials == algorithm.trials and replayed.rng.getstate() == algorithm.rng.getstate()

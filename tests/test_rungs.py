@@ -311,3 +311,37 @@ def test_a_simulated_pareto_search_may_not_read_the_report_column_or_a_higher_fi
     with pytest.raises(ValueError, match="--objectives: test is the report column"):
         run_time_benchmark(table, "nasbench201", ["pareto_evolution"], Fidelities({1: "val"}), "cost", 100, 2, 1, 0,
                            "max", {}, TableCosts(objectives=parse_goals("val:max,test:max")))
+
+
+def test_a_trial_put_back_after_its_last_rung_was_decided_is_not_trained_again(tmp_path):
+    """Found by tests/test_controller_simulation.py: a trial whose worker was lost after its rung was
+    decided STOP (or whose lost worker's late rung result came in before it was handed out again)
+    was re-issued to train on past the STOP; one a late result paused was handed out without the
+    rule's continuation. Now a stopped one is told that rung's result (as a resume tells it) and a
+    paused one waits for the rule."""
+    path = str(tmp_path / "j.jsonl")
+    search = RandomSearch(NasBench201Space(), seed=0, rungs=Rungs((1, 3)), journal_path=path)
+    first = search.ask()
+    assert search.report(first.trial_id, 0, {"val_accuracy": 0.5}) == STOP  # the rung's cost share is empty
+    assert search.requeue(first.trial_id)  # its worker lost before the tell: handled, told at once
+    assert search.outcomes[0].status == "ok" and search.pending() == [] and search.waiting_reissue() == 0
+    assert search.ask().trial_id == 1  # not trial 0 again
+    assert search.outcomes[0].status == "ok" and search.outcomes[0].metrics["val_accuracy"] == 0.5
+    search.close()
+    assert resume(path, read_only=True).outcomes[0].metrics == search.outcomes[0].metrics
+
+    paused = RandomSearch(NasBench201Space(), seed=0, rungs=Rungs((1, 3)), rung_rule="promotion")
+    trial = paused.ask()
+    assert paused.requeue(trial.trial_id)
+    assert paused.report(trial.trial_id, 0, {"val_accuracy": 0.5}) == PAUSE  # the lost worker's late result
+    assert paused.ask().trial_id == 1 and paused.paused() == [0] and paused.pending() == [1]
+
+
+def test_a_paused_trial_is_not_in_flight_and_is_not_put_back():
+    """A loss reported for a trial paused at a rung (the promotion rule; no worker holds it) was
+    taken: the trial counted as waiting to be re-issued, and once continued, its real loss failed it."""
+    search = RandomSearch(NasBench201Space(), seed=0, rungs=Rungs((1, 3)), rung_rule="promotion")
+    trial = search.ask()
+    assert search.report(trial.trial_id, 0, {"val_accuracy": 0.5}) == PAUSE
+    assert search.requeue(trial.trial_id) is False
+    assert search.waiting_reissue() == 0 and search.paused() == [0] and search.pending() == []

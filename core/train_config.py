@@ -17,7 +17,8 @@ from searchspace import NasNetGenotype, nasnet_genotype_from_json
 
 EVAL_HISTORY = "eval_history.jsonl"  # a model_dir's evaluations, one JSON line each (trainer/train.py)
 PROGRESS = "progress.json"  # a model_dir's latest training step, for watchers
-SCHEDULES = ("exponential", "piecewise", "cosine", "constant")  # trainer/schedules.py implements each
+SCHEDULES = ("exponential", "piecewise", "cosine", "constant", "triangular")  # trainer/schedules.py implements each
+TTA_VIEWS = ("none", "flip", "flip_translate")  # trainer/evaluation.py: the views evaluation averages
 OPTIMIZERS = ("rmsprop", "momentum", "sgd")
 
 
@@ -42,10 +43,17 @@ class TrainConfig:
     lr_decay_value: float = 0.97
     lr_decay_epochs: tuple[float, ...] = (2.4,)
     lr_warmup_epochs: float = 0.0
+    lr_start_factor: float = 0.2  # triangular: the first step's rate, times learning_rate (airbench's)
+    lr_peak_at: float = 0.23  # triangular: the fraction of the steps at which it peaks
+    lr_end_factor: float = 0.07  # triangular: the last step's rate, times learning_rate
     optimizer: str = "rmsprop"
     momentum: float = 0.9
+    nesterov: bool = False  # Nesterov momentum (optimizer "momentum")
     weight_decay: float = 0.0  # L2 on weights with more than one dimension (not BN, not biases)
     label_smoothing: float = 0.0
+    bn_momentum: float = 0.0  # > 0: every BN layer's moving-average momentum (Keras's convention); 0: the family's
+    bn_epsilon: float = 0.0  # > 0: every BN layer's epsilon; 0: the family's own
+    ema_decay: float = 0.0  # > 0: a moving average of the weights, evaluated and exported (0: off)
     precision: str = "float32"
     iterations_per_loop: int = 100
     save_checkpoints_steps: int = 0  # checkpoint every N steps; 0: by time, below
@@ -57,6 +65,7 @@ class TrainConfig:
     label_offset: int | None = None  # None: the prepared data's own (metadata.json)
     augmentation: str = "inception"  # "cifar": pad-crop-flip, whole images evaluated
     cutout: int = 0  # "cifar": the side of the cutout square in pixels (0: none)
+    eval_tta: str = "none"  # test-time augmentation: one of TTA_VIEWS
     cache: bool = False
     seed: int = 0
 
@@ -78,6 +87,25 @@ class TrainConfig:
                 raise ValueError(f"{name}: must be positive, got {getattr(self, name)}")
         if self.model in ("genotype", "nasnet_macro") and self.genotype is None:
             raise ValueError(f"model {self.model!r} needs a genotype")
+        self._check_fast_recipe()
+
+    def _check_fast_recipe(self) -> None:
+        """The fast-recipe fields' own checks (Nesterov, averaging, smoothing, BN, TTA, triangular)."""
+        if self.nesterov and self.optimizer != "momentum":
+            raise ValueError(f"nesterov: only with optimizer 'momentum', not {self.optimizer!r}")
+        for name in ("ema_decay", "label_smoothing", "bn_momentum"):
+            if not 0 <= getattr(self, name) < 1:
+                raise ValueError(f"{name}: in [0, 1), got {getattr(self, name)}")
+        if self.bn_epsilon < 0:
+            raise ValueError(f"bn_epsilon: 0 or more, got {self.bn_epsilon}")
+        if self.eval_tta not in TTA_VIEWS:
+            raise ValueError(f"eval_tta: unknown {self.eval_tta!r}; known: {list(TTA_VIEWS)}")
+        if self.lr_schedule == "triangular":
+            if not 0 <= self.lr_peak_at <= 1:
+                raise ValueError(f"lr_peak_at: in [0, 1], got {self.lr_peak_at}")
+            if self.lr_warmup_epochs > 0:
+                raise ValueError("lr_schedule triangular: its own warm-up (lr_start_factor, lr_peak_at); "
+                                 "give no lr_warmup_epochs")
 
     @property
     def center_crop(self) -> bool:

@@ -28,7 +28,7 @@ from searchspace import MacroGenotype, nasnet_genotype_from_json
 from experiments import ranking
 from experiments.comparison import choose
 from experiments.layout import CONFIG, JOURNAL, PLAN, RESULT
-from experiments.promote_config import PromoteConfig, baseline_model
+from experiments.promote_config import PromoteConfig, baseline_model, with_new_recipe_fields
 from experiments.noise import wilson_interval
 from experiments.resources import trial_resources
 from experiments.targets import parse_column, to_targets
@@ -202,7 +202,7 @@ def open_plan(config: PromoteConfig) -> list[PlannedModel]:
     settings = config.settings()
     if storage.exists(path):
         saved = storage.read_json(path)
-        changed = changed_keys(saved["settings"], settings)
+        changed = changed_keys(with_new_recipe_fields(saved["settings"], settings), settings)
         if changed:
             raise ValueError(f"{config.output_dir} was promoted with other settings ({'; '.join(changed)}): "
                              "rerun with the same flags to resume it, or use a new --output_dir")
@@ -384,13 +384,11 @@ def export_winner(config: PromoteConfig, table: pd.DataFrame) -> tuple[str, str]
     search's pick and the baselines, by top-1 or by time to the highest --target_top1) from its
     checkpoint as a SavedModel to `config.export_dir` (trainer/export.py); (its name, why, in words).
     ValueError when none finished."""
-    from trainer.export import export_model
     from trainer.train import load_trainer
 
     target = max(config.target_top1) if config.target_top1 else None
     winner, why = choose(table, config.export_choice, target)
     planned = next(m for m in open_plan(config) if m.name == winner)
     trainer = load_trainer(model_config(config, planned).model_dir, config.data)
-    export_model(trainer.model, config.export_dir, trainer.config.image_size, trainer.info.labels,
-                 trainer.config.center_crop)
+    trainer.export(config.export_dir)  # the averaged weights, with --ema_decay
     return winner, why

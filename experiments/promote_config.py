@@ -149,3 +149,17 @@ def baseline_model(baseline: str) -> tuple[str, float | None]:
         scaled = [n for n in known if MODEL_FAMILIES[n].widths]
         raise ValueError(f"baselines: {baseline!r}: NAME@WIDTH takes a positive width, for {scaled} only")
     return name, value
+
+
+def with_new_recipe_fields(saved: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
+    """`saved` with each recipe field it lacks and `now` gives, at the field's default: a plan written
+    before a TrainConfig field existed (or without it) was made at that default."""
+    if not isinstance(saved.get("recipe"), dict):
+        return saved
+    defaults = {f.name: as_json(f.default) for f in dataclasses.fields(TrainConfig)
+                if f.default is not dataclasses.MISSING}
+    recipe = dict(saved["recipe"])
+    for name in (now.get("recipe") or {}):
+        if name not in recipe and name in defaults:
+            recipe[name] = defaults[name]
+    return {**saved, "recipe": recipe}

@@ -13,14 +13,14 @@ from absl import flags
 
 from experiments.settings import Setting, apply_deprecated, define_flags, flag_settings
 from core.proxy_config import PRECISIONS
-from core.train_config import AUGMENTATIONS, OPTIMIZERS, SCHEDULES, TrainConfig
+from core.train_config import AUGMENTATIONS, OPTIMIZERS, SCHEDULES, TTA_VIEWS, TrainConfig
 
 NOT_RECIPE = ("model", "data", "model_dir", "genotype")  # each command's own
 RENAME = {"num_epochs": "epochs"}  # the search's word for it
 # Old spellings, still read (with a warning): the vocabulary of amoeba search is the one
 DEPRECATED = {"reduction_size": "filters", "lr": "learning_rate", "num_epochs": "epochs"}
 CHOICES = {"lr_schedule": SCHEDULES, "optimizer": OPTIMIZERS, "precision": list(PRECISIONS),
-           "augmentation": AUGMENTATIONS}
+           "augmentation": AUGMENTATIONS, "eval_tta": TTA_VIEWS}
 # TrainConfig (core/train_config.py) carries no help metadata yet: its fields' help text, here
 HELP = {
     "train_batch_size": "Global training batch size.",
@@ -32,16 +32,22 @@ HELP = {
     "image_size": "Input image size.",
     "num_cells": "NASNet family: N, normal cells per stack (3 stacks), as in amoeba search.",
     "filters": "NASNet family: F, filters of the first stack, as in amoeba search.",
-    "width_multiplier": "ResNet-9: every width times this (0.25: a quarter of Page's widths).",
+    "width_multiplier": "ResNet-9 and airbench94: every width times this (0.25: a quarter of the published widths).",
     "learning_rate": "Peak learning rate.",
-    "lr_schedule": "Decay after warm-up.",
+    "lr_schedule": "Decay after warm-up (triangular: its own linear warm-up and warm-down, airbench's).",
     "lr_decay_value": "Decay factor (exponential: per lr_decay_epochs; piecewise: per boundary).",
     "lr_decay_epochs": "Exponential: decay period in epochs; piecewise: boundaries.",
     "lr_warmup_epochs": "Linear warm-up epochs.",
+    "lr_start_factor": "Triangular: the first step's learning rate, times --learning_rate.",
+    "lr_peak_at": "Triangular: the fraction of the training steps at which the rate peaks (linear up to it).",
+    "lr_end_factor": "Triangular: the last step's learning rate, times --learning_rate (linear down to it).",
     "optimizer": "Optimizer.",
     "momentum": "Momentum of rmsprop and momentum.",
+    "nesterov": "Nesterov momentum (with --optimizer=momentum).",
     "weight_decay": "L2 weight decay (not on BN or biases).",
-    "label_smoothing": "Label smoothing.",
+    "label_smoothing": "Label smoothing: this share of each label spread over all classes (Keras's).",
+    "ema_decay": "Keep a moving average of the weights with this decay (0.9999: AmoebaNet-D's); evaluations "
+                 "and exports use it, training the raw weights (0: off).",
     "precision": "Compute precision: bfloat16 and mixed_float16 compute in 16 bits and keep float32 weights.",
     "iterations_per_loop": "Steps per tf.function call (steps_per_execution).",
     "save_checkpoints_steps": "Checkpoint every N steps (0: every save_checkpoints_secs).",
@@ -53,7 +59,12 @@ HELP = {
     "aux_weight": "NASNet family: auxiliary head loss weight (0: no head).",
     "augmentation": "inception: distorted crops (ImageNet); cifar: pad-crop-flip of whole small images, evaluated "
                     "uncropped.",
+    "bn_momentum": "Every batch-norm layer's moving-average momentum, Keras's convention (airbench94: 0.6); 0: "
+                   "each model family's own.",
+    "bn_epsilon": "Every batch-norm layer's epsilon (airbench94: 1e-12); 0: each model family's own.",
     "cutout": "With --augmentation=cifar: side of the cutout square in pixels (0: none).",
+    "eval_tta": "Test-time augmentation: the logits of the image and its mirror (flip), and of both shifted "
+                "1 pixel up-left and down-right (flip_translate, airbench's 6 views), averaged.",
     "label_offset": "Subtracted from record labels (default: the data's metadata.json; 1 for ImageNet TFRecords).",
     "cache": "Cache decoded data in memory (small data).",
     "seed": "Seed.",

@@ -72,7 +72,7 @@ def test_config_errors_at_once(tmp_path):
     with pytest.raises(ValueError, match="baselines: unknown 'resnet21'"):
         _config(tmp_path, baselines=("resnet21",))
     for bad in ("resnet20@0.5", "resnet9@0", "resnet9@wide"):
-        with pytest.raises(ValueError, match=f"baselines: '{bad}': NAME@WIDTH takes a positive width, for \\['resnet9'\\]"):
+        with pytest.raises(ValueError, match=f"baselines: '{bad}': NAME@WIDTH takes a positive width, for \\['resnet9', 'airbench94', 'airbench94_relu'\\]"):
             _config(tmp_path, baselines=(bad,))
     with pytest.raises(ValueError, match="names a model twice"):
         _config(tmp_path, baselines=("resnet20", "resnet20"))
@@ -92,6 +92,19 @@ def test_a_rerun_keeps_the_plan_or_names_what_changed(tmp_path):
                                                "eval_batch_size": 8, "cache": True})) == plan
     with pytest.raises(ValueError, match="train_steps.*use a new --output_dir"):
         open_plan(_config(tmp_path, recipe={"num_cells": 1, "train_steps": 7, "image_size": 16}))
+
+
+def test_a_plan_made_before_a_recipe_field_existed_resumes_at_its_default(tmp_path):
+    recipe = {"num_cells": 1, "train_steps": 6, "image_size": 16, "nesterov": False, "ema_decay": 0.0}
+    plan = open_plan(_config(tmp_path, recipe=recipe))
+    path = tmp_path / "p" / "promote_plan.json"
+    saved = json.loads(path.read_text())
+    for name in ("nesterov", "ema_decay"):  # as a plan written before these fields reads
+        del saved["settings"]["recipe"][name]
+    path.write_text(json.dumps(saved))
+    assert open_plan(_config(tmp_path, recipe=recipe)) == plan
+    with pytest.raises(ValueError, match=r"recipe.ema_decay: 0.0 -> 0.9999"):
+        open_plan(_config(tmp_path, recipe={**recipe, "ema_decay": 0.9999}))
 
 
 def test_nasnet_options_are_off_for_resnet_baselines(tmp_path):
@@ -379,11 +392,8 @@ def _export(monkeypatch, config: PromoteConfig, table: pd.DataFrame) -> tuple[st
                                     info=types.SimpleNamespace(labels=[]))
     fake_train = types.ModuleType("trainer.train")
     fake_train.load_trainer = lambda model_dir, data: loaded.append(os.path.basename(model_dir)) or \
-        types.SimpleNamespace(model=model_dir, **vars(trained))
-    fake_export = types.ModuleType("trainer.export")
-    fake_export.export_model = lambda *args: None
+        types.SimpleNamespace(model=model_dir, export=lambda export_dir: None, **vars(trained))
     monkeypatch.setitem(sys.modules, "trainer.train", fake_train)
-    monkeypatch.setitem(sys.modules, "trainer.export", fake_export)
     name, why = export_winner(config, table)
     return name, why, loaded
 

@@ -52,3 +52,24 @@ def test_bad_schedules_fail_at_once():
 def test_rmsprop_is_amoebanets():
     optimizer = make_optimizer("rmsprop", WarmupDecay(1.0, 10, 100))
     assert (optimizer.rho, optimizer.momentum, optimizer.epsilon) == (0.9, 0.9, 1.0)
+
+
+def test_triangular_is_airbenchs_warm_up_and_warm_down():
+    # 0.2 -> 1 over the first 23% of the steps, then down to 0.07 at the last (airbench94's)
+    s = WarmupDecay(2.0, steps_per_epoch=10, total_steps=100, kind="triangular")
+    assert lr(s, 0) == pytest.approx(2.0 * 0.2)
+    assert lr(s, 10) == pytest.approx(2.0 * (0.2 + 0.8 * 10 / 23))
+    assert lr(s, 23) == pytest.approx(2.0)
+    assert lr(s, 50) == pytest.approx(2.0 * (1 - 0.93 * 27 / 77))
+    assert lr(s, 100) == pytest.approx(2.0 * 0.07) and lr(s, 150) == pytest.approx(2.0 * 0.07)
+    own = WarmupDecay(1.0, 10, 100, kind="triangular", start_factor=0.0, peak_at=0.5, end_factor=0.0)
+    assert [lr(own, k) for k in (0, 25, 50, 75, 100)] == pytest.approx([0.0, 0.5, 1.0, 0.5, 0.0])
+    assert lr(WarmupDecay(1.0, 10, 100, kind="triangular", peak_at=0.0), 0) == pytest.approx(1.0)  # no warm-up
+
+
+def test_nesterov_and_a_moving_average_of_the_weights_are_the_keras_optimizers_own():
+    plain = make_optimizer("momentum", WarmupDecay(1.0, 10, 100), 0.85)
+    assert (plain.momentum, plain.nesterov, plain.use_ema) == (0.85, False, False)
+    fast = make_optimizer("momentum", WarmupDecay(1.0, 10, 100), 0.85, nesterov=True, ema_decay=0.9999)
+    assert (fast.nesterov, fast.use_ema, fast.ema_momentum) == (True, True, 0.9999)
+    assert make_optimizer("rmsprop", WarmupDecay(1.0, 10, 100), ema_decay=0.5).ema_momentum == 0.5

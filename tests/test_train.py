@@ -214,3 +214,94 @@ def test_the_progress_file_says_tracing_then_follows_the_step_inside_one_long_lo
     progress.close()
     inside = [s["step"] for s in seen if s["phase"] == "training"]
     assert any(0 < k < 20 for k in inside), seen[-3:]  # the step moved while the one call ran
+
+
+def test_label_smoothing_spreads_that_share_of_each_label_over_all_classes():
+    from trainer.train import per_example_loss
+
+    logits = tf.constant([[2.0, 0.0]])
+    log_p = tf.nn.log_softmax(logits)[0].numpy()
+    assert float(per_example_loss(tf.constant([0]), logits, 2, 0.0)[0]) == pytest.approx(-log_p[0])
+    smoothed = float(per_example_loss(tf.constant([0]), logits, 2, 0.2)[0])
+    assert smoothed == pytest.approx(-(0.9 * log_p[0] + 0.1 * log_p[1]))  # 1 - 0.2 + 0.2 / 2, 0.2 / 2
+
+
+def test_test_time_augmentation_averages_airbenchs_views_logits():
+    from trainer.evaluation import tta_logits
+
+    images = tf.reshape(tf.range(16, dtype=tf.float32), [1, 4, 4, 1])  # pixel (r, c) = 4r + c
+
+    def corner_squared(views):  # a "model" whose logit is the square of its top-left pixel
+        return views[:, 0, 0, :] ** 2
+
+    assert float(tta_logits(corner_squared, images, "none")[0, 0]) == 0.0
+    assert float(tta_logits(corner_squared, images, "flip")[0, 0]) == pytest.approx((0 + 9) / 2)
+    # reflect padding by 1, cropped at (0, 0) and at (2, 2): both corners read pixel (1, 1) = 5, flipped (1, 2) = 6;
+    # the unshifted pair weighs 1/2, each shifted pair 1/4 (airbench94's infer_mirror_translate)
+    expected = 0.5 * (0 + 9) / 2 + 0.25 * (25 + 36) / 2 + 0.25 * (25 + 36) / 2
+    assert float(tta_logits(corner_squared, images, "flip_translate")[0, 0]) == pytest.approx(expected)
+
+
+def test_a_moving_average_of_the_weights_is_evaluated_checkpointed_and_exported(tmp_path):
+    import numpy as np
+
+    from trainer.fake_imagenet import write_fake_imagenet
+    from trainer.train import Trainer
+    from core.train_config import TrainConfig
+
+    data, model_dir = str(tmp_path / "data"), str(tmp_path / "m")
+    write_fake_imagenet(data, num_train=16, num_eval=8, num_classes=2, image_size=16)
+    config = TrainConfig(model="resnet9", width_multiplier=0.125, data=data, model_dir=model_dir, train_steps=3,
+                         image_size=16, train_batch_size=8, eval_batch_size=8, augmentation="cifar",
+                         optimizer="momentum", learning_rate=0.5, ema_decay=0.5, iterations_per_loop=3)
+    averaging = Trainer(config)
+    evaluated = averaging.train()
+    raw = [v.numpy() for v in averaging.model.trainable_variables]
+    with averaging.averaged_weights():
+        averaged = [v.numpy() for v in averaging.model.trainable_variables]
+    assert all(np.array_equal(a, v.numpy()) for a, v in zip(raw, averaging.model.trainable_variables))  # back
+    assert not all(np.allclose(a, b) for a, b in zip(raw, averaged))
+    plain = Trainer(TrainConfig(**{**config.__dict__, "ema_decay": 0.0}))
+    plain.restore()
+    assert plain.evaluate()["loss"] != pytest.approx(evaluated["loss"])  # the raw weights score otherwise
+    for variable, value in zip(plain.model.trainable_variables, averaged):
+        variable.assign(value)
+    assert plain.evaluate()["loss"] == pytest.approx(evaluated["loss"], rel=1e-5)
+    resumed = Trainer(config)
+    resumed.restore()
+    with resumed.averaged_weights():  # the averages are in the checkpoint
+        assert all(np.allclose(a, v.numpy()) for a, v in zip(averaged, resumed.model.trainable_variables))
+    averaging.export(str(tmp_path / "export"))
+    images = tf.random.stateless_uniform([2, 16, 16, 3], seed=[1, 2])
+    served = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_float"](images=images)
+    assert np.allclose(served["probabilities"].numpy(), tf.nn.softmax(plain.model(images, training=False)).numpy(),
+                       atol=1e-5)
+
+
+def test_bn_momentum_and_epsilon_set_every_batch_norm_layer_or_leave_the_familys_own(tmp_path):
+    import keras
+
+    from trainer.fake_imagenet import write_fake_imagenet
+    from trainer.train import Trainer
+    from core.train_config import TrainConfig
+
+    data = str(tmp_path / "data")
+    write_fake_imagenet(data, num_train=8, num_eval=8, num_classes=2, image_size=16)
+    config = TrainConfig(model="resnet9", width_multiplier=0.125, data=data, model_dir=str(tmp_path / "m"),
+                         train_steps=1, image_size=16, augmentation="cifar")
+
+    def batch_norms(trainer):
+        return {(layer.momentum, layer.epsilon) for layer in trainer.model._flatten_layers()
+                if isinstance(layer, keras.layers.BatchNormalization)}
+
+    assert batch_norms(Trainer(config)) == {(0.9, 1e-5)}  # resnet9's own
+    assert batch_norms(Trainer(TrainConfig(**{**config.__dict__, "bn_momentum": 0.6, "bn_epsilon": 1e-12}))) == {
+        (0.6, 1e-12)}  # airbench94's, in Keras's convention
+    from trainer.batch_norm import set_batch_norm
+
+    inputs = keras.Input((2,))
+    norm = keras.layers.BatchNormalization()
+    model = keras.Model(inputs, norm(inputs))
+    assert set_batch_norm(model, 0.6) == 1
+    model(tf.constant([[1.0, 2.0], [3.0, 4.0]]), training=True)  # batch mean (2, 3), the moving mean from 0
+    assert norm.moving_mean.numpy() == pytest.approx([0.4 * 2, 0.4 * 3])  # 0.6 x 0 + (1 - 0.6) x mean

@@ -49,3 +49,30 @@ def test_augmentation_and_evaluation_period():
     assert steps_per_eval(config, info) == 391 and not config.center_crop
     assert steps_per_eval(TrainConfig(**{**config.__dict__, "steps_per_eval": 5}), info) == 5
 
+
+
+def test_the_fast_recipe_fields_default_to_todays_recipe_and_refuse_what_they_cannot_do():
+    import pytest
+
+    plain = TrainConfig(model="resnet20", data="d", model_dir="m", train_steps=1)
+    assert (plain.label_smoothing, plain.nesterov, plain.ema_decay, plain.eval_tta) == (0.0, False, 0.0, "none")
+    assert (plain.lr_start_factor, plain.lr_peak_at, plain.lr_end_factor) == (0.2, 0.23, 0.07)  # airbench's
+    assert (plain.bn_momentum, plain.bn_epsilon) == (0.0, 0.0)  # each family's own
+    for flag in ("nesterov", "ema_decay", "eval_tta", "lr_start_factor", "lr_peak_at", "lr_end_factor",
+                 "bn_momentum", "bn_epsilon"):
+        assert train_command.FLAGS[flag].default == getattr(plain, flag), flag
+    assert train_command.FLAGS["eval_tta"].parser.enum_values == ["none", "flip", "flip_translate"]
+    assert "triangular" in train_command.FLAGS["lr_schedule"].parser.enum_values
+    bad = {"nesterov": ({"nesterov": True, "optimizer": "rmsprop"}, "nesterov: only with optimizer 'momentum'"),
+           "ema_decay": ({"ema_decay": 1.0}, r"ema_decay: in \[0, 1\)"),
+           "eval_tta": ({"eval_tta": "flip_crop"}, "eval_tta: unknown 'flip_crop'"),
+           "label_smoothing": ({"label_smoothing": 1.5}, r"label_smoothing: in \[0, 1\)"),
+           "lr_peak_at": ({"lr_schedule": "triangular", "lr_peak_at": 1.5}, r"lr_peak_at: in \[0, 1\]"),
+           "bn_momentum": ({"bn_momentum": 1.0}, r"bn_momentum: in \[0, 1\)"),
+           "bn_epsilon": ({"bn_epsilon": -1e-3}, "bn_epsilon: 0 or more"),
+           "warm-up": ({"lr_schedule": "triangular", "lr_warmup_epochs": 1.0}, "triangular: its own warm-up")}
+    for name, (changes, message) in bad.items():
+        with pytest.raises(ValueError, match=message):
+            TrainConfig(**{**plain.__dict__, **changes})
+    TrainConfig(**{**plain.__dict__, "nesterov": True, "optimizer": "momentum", "ema_decay": 0.9999,
+                   "eval_tta": "flip_translate", "lr_schedule": "triangular"})

@@ -5,7 +5,7 @@ cells, or any genotype of a search space whose networks a family builds (NASNet 
 produces logits (or [logits, aux_logits] for NASNet models with an auxiliary head); `model_report`
 gives their size and cost. Full training (`amoeba train`, promote) names a family; a search's
 candidates are built by the family of their space (`family_for_space`). This module must not train
-or read data.
+or read data (a family's `from_data`, which `init_from_data` calls, reads its training images).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import keras
 
 from core.train_config import TrainConfig
 from searchspace.references import REFERENCES
+from trainer.airbench import build_airbench, init_from_training_data
 from trainer.flops import count_multiply_adds
 from searchspace.nasnet_macro import MacroGenotype
 from trainer.nasnet import MIN_FILTERS, STEMS, NasNetConfig, build_nasnet
@@ -34,13 +35,15 @@ class ModelFamily:
     NASNet options (cells, filters, stem, dropout, drop path, aux head) apply, and the search space
     whose genotypes it builds (`space`, a searchspace name: ModelSpec.genotype is one of them; a
     search of that space trains its candidates as this family's networks), and whether
-    `width_multiplier` scales its widths (`widths`)."""
+    `width_multiplier` scales its widths (`widths`), and what sets its weights that depend on the
+    training data (`from_data(model, train_config)`, airbench94's whitening; see `init_from_data`)."""
 
     description: str
     build: Callable[["ModelSpec"], keras.Model]
     nasnet: bool
     space: str = ""
     widths: bool = False  # whether ModelSpec.width_multiplier scales it
+    from_data: Callable[[keras.Model, TrainConfig], Any] | None = None  # None: nothing depends on the data
 
 
 def _resnet(depth: int) -> ModelFamily:
@@ -52,6 +55,14 @@ def _cifar_resnet(depth: int) -> ModelFamily:
     return ModelFamily(f"ResNet-{depth}, CIFAR layout (He et al. 2016, section 4.2; option A shortcuts)",
                        nasnet=False,
                        build=lambda spec: build_cifar_resnet(depth, spec.input_shape, spec.num_classes))
+
+
+def _airbench(activation: str) -> ModelFamily:
+    return ModelFamily(f"airbench94, Keller Jordan's CIFAR-10 speed-run net with {activation.upper()} (width 1: "
+                       "1.97M parameters; its whitening conv is set from the training images by the trainer)",
+                       nasnet=False, widths=True, from_data=init_from_training_data,
+                       build=lambda spec: build_airbench(spec.input_shape, spec.num_classes, spec.width_multiplier,
+                                                         activation))
 
 
 def _reference(name: str) -> ModelFamily:
@@ -67,6 +78,8 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
     "resnet9": ModelFamily("ResNet-9, Page's DAWNBench CIFAR-10 net (width 1: 6.57M parameters)", nasnet=False,
                            widths=True, build=lambda spec: build_resnet9(spec.input_shape, spec.num_classes,
                                                                          spec.width_multiplier)),
+    "airbench94": _airbench("gelu"),
+    "airbench94_relu": _airbench("relu"),
     **{name: _reference(name) for name in sorted(REFERENCES)},
     "genotype": ModelFamily("NASNet network of a given genotype (a search's best_genotype.json)", nasnet=True,
                             build=lambda spec: build_nasnet(spec.genotype, spec.input_shape, spec.num_classes,
@@ -183,6 +196,18 @@ def build_model(spec: ModelSpec) -> keras.Model:
     """The network `spec` names, for image_size x image_size x 3 inputs; `model_report(model)` gives
     its trainable parameters and multiply-adds."""
     return spec.family.build(spec)
+
+
+def init_from_data(model: keras.Model, config: TrainConfig) -> bool:
+    """Sets the weights of `model` (built from `model_spec(config, ...)`) that its family computes
+    from the training data of `config.data` (airbench94: the whitening conv); whether it had any.
+    The trainer calls it once after building the model, before restoring a checkpoint (which then
+    holds them). This module reads no data itself: the family's `from_data` does."""
+    family = MODEL_FAMILIES[config.model]
+    if family.from_data is None:
+        return False
+    family.from_data(model, config)
+    return True
 
 
 def model_report(model: keras.Model) -> dict[str, int]:

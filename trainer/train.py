@@ -5,11 +5,15 @@ default CPU strategy), `iterations_per_loop` steps per tf.function call, checkpo
 `model_dir/checkpoints` (training resumes from the latest one, losing at most the steps since it),
 evaluation every `steps_per_eval` steps (or `epochs_per_eval` epochs), each appended to
 `model_dir/eval_history.jsonl` with the training wall time to it (kept in the checkpoint, so it
-adds up over resumed runs), TensorBoard summaries in `model_dir/train` and `model_dir/eval`. This module must not parse flags or know about search.
+adds up over resumed runs), TensorBoard summaries in `model_dir/train` and `model_dir/eval`. An
+evaluation (and an export) uses the moving average of the weights when `ema_decay` keeps one, and
+averages the logits of the `eval_tta` views (trainer/evaluation.py). This module must not parse
+flags or know about search.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -23,7 +27,10 @@ import tensorflow as tf
 from core import storage
 from core.proxy_config import PRECISIONS
 from core.train_config import EVAL_HISTORY, PROGRESS, TrainConfig, config_from_saved
-from trainer.models import build_model, model_report, model_spec, split_outputs
+from trainer.batch_norm import set_batch_norm
+from trainer.evaluation import averaged_weights, tta_logits
+from trainer.export import export_model
+from trainer.models import build_model, init_from_data, model_report, model_spec, split_outputs
 from trainer.nasnet import set_training_progress
 from trainer.records import DataInfo, eval_dataset, read_metadata, train_dataset
 from trainer.schedules import WarmupDecay, make_optimizer
@@ -31,6 +38,13 @@ from trainer.schedules import WarmupDecay, make_optimizer
 __all__ = ["TrainConfig", "Trainer", "load_trainer", "make_strategy"]
 
 log = logging.getLogger(__name__)
+
+
+def per_example_loss(labels: tf.Tensor, logits: tf.Tensor, num_classes: int, label_smoothing: float) -> tf.Tensor:
+    """Softmax cross-entropy of integer `labels` against `logits` (float32), with Keras's label
+    smoothing: each one-hot target becomes (1 - s) x target + s / num_classes."""
+    return keras.losses.categorical_crossentropy(tf.one_hot(labels, num_classes), tf.cast(logits, tf.float32),
+                                                 from_logits=True, label_smoothing=label_smoothing)
 
 
 def make_strategy(tpu: str | None) -> tf.distribute.Strategy:
@@ -119,7 +133,8 @@ class Trainer:
         steps_per_epoch = self.info.num_train_images / config.train_batch_size
         self.schedule = WarmupDecay(
             config.learning_rate, steps_per_epoch, self.total_steps, config.lr_schedule, config.lr_decay_value,
-            config.lr_decay_epochs, config.lr_warmup_epochs,
+            config.lr_decay_epochs, config.lr_warmup_epochs, config.lr_start_factor, config.lr_peak_at,
+            config.lr_end_factor,
         )
         self.model, self.optimizer = self._build(config)
         # training wall time so far (seconds), saved with the weights: it adds up over resumed runs (a
@@ -142,7 +157,10 @@ class Trainer:
         try:
             with self.strategy.scope():
                 model = build_model(model_spec(config, self.info.num_classes))
-                optimizer = make_optimizer(config.optimizer, self.schedule, config.momentum)
+                init_from_data(model, config)  # weights a family computes from the training images (airbench94)
+                set_batch_norm(model, config.bn_momentum, config.bn_epsilon)
+                optimizer = make_optimizer(config.optimizer, self.schedule, config.momentum, config.nesterov,
+                                           config.ema_decay)
                 if config.precision == "mixed_float16":
                     optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
                 optimizer.build(model.trainable_variables)
@@ -153,11 +171,7 @@ class Trainer:
     # --- steps ---------------------------------------------------------------------------------
 
     def _per_example_loss(self, labels, logits):
-        num_classes = self.info.num_classes
-        targets = tf.one_hot(labels, num_classes)
-        if self.config.label_smoothing > 0:
-            targets = targets * (1 - self.config.label_smoothing) + self.config.label_smoothing / num_classes
-        return tf.nn.softmax_cross_entropy_with_logits(targets, tf.cast(logits, tf.float32))
+        return per_example_loss(labels, logits, self.info.num_classes, self.config.label_smoothing)
 
     def _train_step(self, images, labels):
         replicas = self.strategy.num_replicas_in_sync
@@ -184,7 +198,8 @@ class Trainer:
                          tf.reduce_sum(top5 * weights), tf.reduce_sum(weights)])
 
     def _eval_step(self, images, labels, weights):
-        logits, _ = split_outputs(self.model(images, training=False))
+        logits = tta_logits(lambda views: split_outputs(self.model(views, training=False))[0], images,
+                            self.config.eval_tta)
         return self._sums(labels, logits, self._per_example_loss(labels, logits), weights)
 
     def _compile(self):
@@ -206,7 +221,21 @@ class Trainer:
 
     # --- the run -------------------------------------------------------------------------------
 
+    def averaged_weights(self) -> contextlib.AbstractContextManager:
+        """Inside, the model holds the moving average of its weights (with ema_decay; else as it is)."""
+        return averaged_weights(self.optimizer, self.model.trainable_variables)
+
+    def export(self, export_dir: str) -> None:
+        """A SavedModel of the model (its averaged weights with ema_decay) for serving (trainer/export.py)."""
+        with self.averaged_weights():
+            export_model(self.model, export_dir, self.config.image_size, self.info.labels, self.config.center_crop)
+
     def evaluate(self, eval_batch=None) -> dict[str, float]:
+        """Loss, top-1 and top-5 on the evaluation split, with the averaged weights and eval_tta's views."""
+        with self.averaged_weights():
+            return self._evaluate(eval_batch)
+
+    def _evaluate(self, eval_batch=None) -> dict[str, float]:
         eval_batch = eval_batch or self._compile()[1]
         if self._eval_data is None:  # built once, so --cache keeps the decoded images
             data = eval_dataset(self.config.data, self.config.eval_batch_size, self.config.image_size,
@@ -243,8 +272,8 @@ class Trainer:
         try:
             checkpoint.restore(latest).assert_existing_objects_matched()
         except (AssertionError, ValueError, tf.errors.InvalidArgumentError) as err:
-            raise ValueError(f"{latest} does not fit this model and optimizer (another --model, "
-                             f"size or precision?); use a new --model_dir ({str(err).splitlines()[0]})") from None
+            raise ValueError(f"{latest} does not fit this model and optimizer (another --model, size, precision "
+                             f"or --ema_decay?); use a new --model_dir ({str(err).splitlines()[0]})") from None
         self._restored = latest
         return latest
 

@@ -22,7 +22,6 @@ flags.DEFINE_string("export_dir", None, "Also export a SavedModel here.", flag_v
 def main(args: list[str]) -> None:
     if args or not FLAGS.model_dir:
         raise app.UsageError("usage: amoeba evaluate --model_dir=DIR [--data=DIR] [--export_dir=DIR]")
-    from trainer.export import export_model
     from trainer.train import load_trainer
 
     try:
@@ -31,6 +30,5 @@ def main(args: list[str]) -> None:
         raise app.UsageError(str(err)) from None
     print(json.dumps(trainer.evaluate()))
     if FLAGS.export_dir:
-        export_model(trainer.model, FLAGS.export_dir, trainer.config.image_size, trainer.info.labels,
-                     trainer.config.center_crop)
+        trainer.export(FLAGS.export_dir)  # the averaged weights, with --ema_decay
         print(f"exported SavedModel to {FLAGS.export_dir}")

@@ -55,7 +55,6 @@ def main(args: list[str]) -> None:
     if args:
         raise app.UsageError(f"train takes no positional arguments, got {args}")
     config = config_from_flags()
-    from trainer.export import export_model
     from trainer.train import Trainer
 
     try:
@@ -67,6 +66,5 @@ def main(args: list[str]) -> None:
     print(f"final eval: top1 {result['top1']:.4f} top5 {result['top5']:.4f} loss {result['loss']:.4f} "
           f"on {result['num_examples']} images at step {result['step']}")
     if FLAGS.export_dir:
-        export_model(trainer.model, FLAGS.export_dir, config.image_size, trainer.info.labels,
-                     config.center_crop)
+        trainer.export(FLAGS.export_dir)  # the averaged weights, with --ema_decay
         print(f"exported SavedModel to {FLAGS.export_dir}")

@@ -103,6 +103,9 @@ class TrainConfig:
         if self.lr_schedule == "triangular":
             if not 0 <= self.lr_peak_at <= 1:
                 raise ValueError(f"lr_peak_at: in [0, 1], got {self.lr_peak_at}")
+            for name in ("lr_start_factor", "lr_end_factor"):
+                if getattr(self, name) < 0:
+                    raise ValueError(f"{name}: 0 or more, got {getattr(self, name)}")
             if self.lr_warmup_epochs > 0:
                 raise ValueError("lr_schedule triangular: its own warm-up (lr_start_factor, lr_peak_at); "
                                  "give no lr_warmup_epochs")

@@ -255,6 +255,9 @@ def test_a_moving_average_of_the_weights_is_evaluated_checkpointed_and_exported(
                          image_size=16, train_batch_size=8, eval_batch_size=8, augmentation="cifar",
                          optimizer="momentum", learning_rate=0.5, ema_decay=0.5, iterations_per_loop=3)
     averaging = Trainer(config)
+    before = [v.numpy() for v in averaging.model.trainable_variables]
+    with averaging.averaged_weights():  # before the first step Keras's averages are zeros: the raw weights stand
+        assert all(np.array_equal(b, v.numpy()) for b, v in zip(before, averaging.model.trainable_variables))
     evaluated = averaging.train()
     raw = [v.numpy() for v in averaging.model.trainable_variables]
     with averaging.averaged_weights():

@@ -68,6 +68,7 @@ def test_the_fast_recipe_fields_default_to_todays_recipe_and_refuse_what_they_ca
            "eval_tta": ({"eval_tta": "flip_crop"}, "eval_tta: unknown 'flip_crop'"),
            "label_smoothing": ({"label_smoothing": 1.5}, r"label_smoothing: in \[0, 1\)"),
            "lr_peak_at": ({"lr_schedule": "triangular", "lr_peak_at": 1.5}, r"lr_peak_at: in \[0, 1\]"),
+           "lr_start_factor": ({"lr_schedule": "triangular", "lr_start_factor": -0.1}, "lr_start_factor: 0 or more"),
            "bn_momentum": ({"bn_momentum": 1.0}, r"bn_momentum: in \[0, 1\)"),
            "bn_epsilon": ({"bn_epsilon": -1e-3}, "bn_epsilon: 0 or more"),
            "warm-up": ({"lr_schedule": "triangular", "lr_warmup_epochs": 1.0}, "triangular: its own warm-up")}

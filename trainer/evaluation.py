@@ -56,9 +56,10 @@ def _averaging_optimizer(optimizer: keras.optimizers.Optimizer) -> keras.optimiz
 @contextlib.contextmanager
 def averaged_weights(optimizer: keras.optimizers.Optimizer, variables: Sequence[keras.Variable]) -> Iterator[None]:
     """Inside, `variables` (those the optimizer was built with, in its order) hold the optimizer's
-    moving averages; after, their raw values again. Without an average: nothing changes."""
+    moving averages; after, their raw values again. Without an average, or before the first step
+    (Keras's averages are zeros until then): nothing changes."""
     averaging = _averaging_optimizer(optimizer)
-    if averaging is None:
+    if averaging is None or int(averaging.iterations) == 0:
         yield
         return
     raw = [v.numpy() for v in variables]

@@ -157,7 +157,8 @@ class Trainer:
         try:
             with self.strategy.scope():
                 model = build_model(model_spec(config, self.info.num_classes))
-                init_from_data(model, config)  # weights a family computes from the training images (airbench94)
+                if tf.train.latest_checkpoint(storage.join(config.model_dir, "checkpoints")) is None:
+                    init_from_data(model, config)  # weights a family computes from the training images (airbench94)
                 set_batch_norm(model, config.bn_momentum, config.bn_epsilon)
                 optimizer = make_optimizer(config.optimizer, self.schedule, config.momentum, config.nesterov,
                                            config.ema_decay)

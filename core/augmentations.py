@@ -5,4 +5,6 @@ TensorFlow, and records.py checks its argument without importing the training co
 This module must not import anything.
 """
 
-AUGMENTATIONS = ("inception", "cifar")  # "inception": distorted crops and flips; "cifar": pad-crop-flip
+# "inception": distorted crops and flips; "cifar": zero pad-crop and random flip; "airbench": reflect
+# pad-crop of 2 pixels and alternating flip (each image's flip drawn once, then every other epoch all flipped)
+AUGMENTATIONS = ("inception", "cifar", "airbench")

@@ -20,6 +20,7 @@ PROGRESS = "progress.json"  # a model_dir's latest training step, for watchers
 SCHEDULES = ("exponential", "piecewise", "cosine", "constant", "triangular")  # trainer/schedules.py implements each
 TTA_VIEWS = ("none", "flip", "flip_translate")  # trainer/evaluation.py: the views evaluation averages
 OPTIMIZERS = ("rmsprop", "momentum", "sgd")
+LOOKAHEAD_DECAY = 0.95 ** 5  # airbench's: 0.95 a step, over the 5 steps between syncs
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,11 @@ class TrainConfig:
     bn_momentum: float = 0.0  # > 0: every BN layer's moving-average momentum (Keras's convention); 0: the family's
     bn_epsilon: float = 0.0  # > 0: every BN layer's epsilon; 0: the family's own
     ema_decay: float = 0.0  # > 0: a moving average of the weights, evaluated and exported (0: off)
+    bn_lr_factor: float = 1.0  # the BN parameters' learning rate, times learning_rate (airbench94: 64)
+    bn_weight_decay: float = 0.0  # L2 on the BN parameters (weight_decay skips them)
+    lookahead_every: int = 0  # > 0: airbench's lookahead, a sync of the weights' average every this many steps
+    lookahead_decay: float = LOOKAHEAD_DECAY  # its decay at the last step (x (step / total)^3 before)
+    whiten_bias_epochs: float = 0.0  # > 0: the whitening conv's bias trains this many epochs, then is frozen
     precision: str = "float32"
     iterations_per_loop: int = 100
     save_checkpoints_steps: int = 0  # checkpoint every N steps; 0: by time, below
@@ -78,8 +84,8 @@ class TrainConfig:
             raise ValueError(f"precision: unknown {self.precision!r}; known: {list(PRECISIONS)}")
         if self.augmentation not in AUGMENTATIONS:
             raise ValueError(f"augmentation: unknown {self.augmentation!r}; known: {list(AUGMENTATIONS)}")
-        if self.cutout and self.augmentation != "cifar":
-            raise ValueError("cutout: only with augmentation 'cifar'")
+        if self.cutout and self.augmentation == "inception":
+            raise ValueError("cutout: only with augmentation 'cifar' or 'airbench'")
         if self.train_steps <= 0 and self.num_epochs <= 0:
             raise ValueError("give train_steps or num_epochs")
         for name in ("train_batch_size", "eval_batch_size", "iterations_per_loop", "image_size"):
@@ -90,7 +96,8 @@ class TrainConfig:
         self._check_fast_recipe()
 
     def _check_fast_recipe(self) -> None:
-        """The fast-recipe fields' own checks (Nesterov, averaging, smoothing, BN, TTA, triangular)."""
+        """The fast-recipe fields' own checks (Nesterov, averaging, smoothing, BN, lookahead, TTA,
+        triangular)."""
         if self.nesterov and self.optimizer != "momentum":
             raise ValueError(f"nesterov: only with optimizer 'momentum', not {self.optimizer!r}")
         for name in ("ema_decay", "label_smoothing", "bn_momentum"):
@@ -98,6 +105,15 @@ class TrainConfig:
                 raise ValueError(f"{name}: in [0, 1), got {getattr(self, name)}")
         if self.bn_epsilon < 0:
             raise ValueError(f"bn_epsilon: 0 or more, got {self.bn_epsilon}")
+        if self.bn_lr_factor <= 0:
+            raise ValueError(f"bn_lr_factor: must be positive, got {self.bn_lr_factor}")
+        if self.bn_lr_factor != 1 and self.optimizer == "rmsprop":  # scaled gradients are a scaled rate for SGD only
+            raise ValueError("bn_lr_factor: only with optimizer 'momentum' or 'sgd', not 'rmsprop'")
+        for name in ("bn_weight_decay", "lookahead_every", "whiten_bias_epochs"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name}: 0 or more, got {getattr(self, name)}")
+        if not 0 <= self.lookahead_decay <= 1:
+            raise ValueError(f"lookahead_decay: in [0, 1], got {self.lookahead_decay}")
         if self.eval_tta not in TTA_VIEWS:
             raise ValueError(f"eval_tta: unknown {self.eval_tta!r}; known: {list(TTA_VIEWS)}")
         if self.lr_schedule == "triangular":
@@ -113,7 +129,7 @@ class TrainConfig:
     @property
     def center_crop(self) -> bool:
         """Whether evaluation (and serving) crops the centre: not for CIFAR-style models."""
-        return self.augmentation == "inception"
+        return self.augmentation == "inception"  # "cifar" and "airbench" evaluate whole images
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

@@ -58,11 +58,21 @@ HELP = {
     "drop_path_keep_prob": "NASNet family: ScheduledDropPath final keep probability.",
     "aux_weight": "NASNet family: auxiliary head loss weight (0: no head).",
     "augmentation": "inception: distorted crops (ImageNet); cifar: pad-crop-flip of whole small images, evaluated "
-                    "uncropped.",
+                    "uncropped; airbench: 2-pixel reflect translation and alternating flip (airbench94's).",
+    "bn_lr_factor": "The batch-norm parameters' learning rate, times --learning_rate (airbench94: 64; with "
+                    "--optimizer=momentum or sgd).",
+    "bn_weight_decay": "L2 weight decay of the batch-norm parameters (--weight_decay skips them; airbench94: "
+                       "its weight decay / 64).",
+    "lookahead_every": "airbench's lookahead: every this many steps, the weights' running average (BN statistics "
+                       "too) is updated and copied back into the model; the model ends as the average (0: off).",
+    "lookahead_decay": "The lookahead average's decay at the last step; at step t of T it is this x (t/T)^3 "
+                       "(airbench: 0.95^5).",
+    "whiten_bias_epochs": "airbench94: the whitening conv's bias trains this many epochs, then stays (0: always "
+                          "trains).",
     "bn_momentum": "Every batch-norm layer's moving-average momentum, Keras's convention (airbench94: 0.6); 0: "
                    "each model family's own.",
     "bn_epsilon": "Every batch-norm layer's epsilon (airbench94: 1e-12); 0: each model family's own.",
-    "cutout": "With --augmentation=cifar: side of the cutout square in pixels (0: none).",
+    "cutout": "With --augmentation=cifar or airbench: side of the cutout square in pixels (0: none).",
     "eval_tta": "Test-time augmentation: the logits of the image and its mirror (flip), and of both shifted "
                 "1 pixel up-left and down-right (flip_translate, airbench's 6 views), averaged.",
     "label_offset": "Subtracted from record labels (default: the data's metadata.json; 1 for ImageNet TFRecords).",

@@ -186,9 +186,9 @@ def test_a_checkpoint_written_before_wall_time_was_kept_still_resumes(tmp_path):
 def test_the_progress_file_says_tracing_then_follows_the_step_inside_one_long_loop(tmp_path, monkeypatch):
     import threading
 
-    from trainer import train
+    from trainer import progress_file
 
-    monkeypatch.setattr(train, "PROGRESS_EVERY_S", 0.04)
+    monkeypatch.setattr(progress_file, "PROGRESS_EVERY_S", 0.04)
     path, step = str(tmp_path / "progress.json"), tf.Variable(0, dtype=tf.int64)
 
     @tf.function
@@ -197,7 +197,7 @@ def test_the_progress_file_says_tracing_then_follows_the_step_inside_one_long_lo
             step.assign_add(1)
             tf.py_function(lambda: time.sleep(0.03), [], [])
 
-    progress = train.ProgressFile(path, step, 20)
+    progress = progress_file.ProgressFile(path, step, 20)
     assert json.load(open(path)) == {"phase": "tracing", "step": 0, "total_steps": 20}
     seen, done = [], threading.Event()
 

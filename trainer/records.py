@@ -29,6 +29,7 @@ TRAIN_PREFIX = "train"
 EVAL_PREFIX = "validation"
 CROP_FRACTION = 0.875  # eval centre crop (224 of 256 in the tpu preprocessing)
 SHUFFLE_BUFFER = 8192
+AIRBENCH_TRANSLATE = 2  # the "airbench" augmentation's largest translation, in pixels
 _CYCLE_LENGTH = 16  # shards read at the same time
 _READ_BUFFER = 8 << 20
 
@@ -205,6 +206,24 @@ def _cifar_augment(image: tf.Tensor, seed: tf.Tensor, cutout: int) -> tf.Tensor:
     return _cutout(image, cutout, cutout_seed) if cutout > 0 else image
 
 
+def _airbench_augment(image: tf.Tensor, seed: tf.Tensor, flip_bit: tf.Tensor, epoch: tf.Tensor) -> tf.Tensor:
+    """airbench94's: reflect-pad AIRBENCH_TRANSLATE pixels a side and crop back at random (a
+    translation of up to that many pixels), then the alternating flip: mirrored when the image's own
+    flip bit (0 or 1, drawn once per image) differs from the epoch's parity, so a random half in the
+    first epoch and the other half in the next, and so on."""
+    pad = AIRBENCH_TRANSLATE
+    padded = tf.pad(image, [[pad, pad], [pad, pad], [0, 0]], mode="REFLECT")
+    image = tf.image.stateless_random_crop(padded, image.shape, seed)
+    flip = tf.not_equal(tf.cast(flip_bit, tf.int64), tf.cast(epoch, tf.int64) % 2)
+    return tf.cond(flip, lambda: tf.image.flip_left_right(image), lambda: image)
+
+
+def _flip_bit(encoded: tf.Tensor, key: int) -> tf.Tensor:
+    """An image's own flip bit, 0 or 1: a keyed hash of its encoded bytes (the same in every epoch
+    and after a resume, another draw for another key)."""
+    return tf.strings.to_hash_bucket_strong(encoded, 2, key=[int(key) % 2 ** 63, 0x5EED])
+
+
 # ---- datasets ----
 
 def shard_files(data_dir: str, prefix: str) -> list[str]:
@@ -243,11 +262,16 @@ def _check_sizes(batch_size: int, image_size: int) -> None:
 
 def train_dataset(data_dir: str, batch_size: int, image_size: int, *, label_offset: int = 0,
                   seed: int = 0, cache: bool = False, augmentation: str = "inception", cutout: int = 0,
-                  shuffle_buffer: int = SHUFFLE_BUFFER) -> tf.data.Dataset:
+                  shuffle_buffer: int = SHUFFLE_BUFFER, flip_key: int = 0, first_example: int = 0) -> tf.data.Dataset:
     """(images float32 [B, S, S, 3], labels int32 [B]), shuffled, augmented, repeated forever.
 
     augmentation "inception": a distorted crop (area 8-100%) resized to image_size, and a flip (the
-    ImageNet recipe); "cifar": the whole image resized, then pad-crop-flip and `cutout` (small images).
+    ImageNet recipe); "cifar": the whole image resized, then pad-crop-flip and `cutout` (small images);
+    "airbench": the whole image resized, a translation of up to 2 pixels (reflect padding) and the
+    alternating flip, each image's flip bit keyed by `flip_key`, the epoch counted from
+    `first_example` (the examples drawn before a resume) over the data's training images: exact
+    with `cache` (each epoch a whole shuffle), about right without (shuffles cross epochs); then
+    `cutout`.
 
     Augmentation seeds come from a seeded stream zipped with the records, so a seed gives the same
     batches however many threads map. cache=True keeps the decoded images in memory (small data).
@@ -258,10 +282,14 @@ def train_dataset(data_dir: str, batch_size: int, image_size: int, *, label_offs
     inception = augmentation == "inception"
     files = shard_files(data_dir, TRAIN_PREFIX)
     parse = parser(label_offset)
+
+    def with_flip_bit(encoded: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        return encoded, label, _flip_bit(encoded, flip_key)
+
     if cache:
-        def decode(serialized: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-            encoded, label = parse(serialized)
-            return _decode(encoded), label
+        def decode(serialized: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+            encoded, label, bit = with_flip_bit(*parse(serialized))
+            return _decode(encoded), label, bit
 
         data = (_read(tf.data.Dataset.from_tensor_slices(files), len(files))
                 .map(decode, num_parallel_calls=tf.data.AUTOTUNE)
@@ -276,22 +304,29 @@ def train_dataset(data_dir: str, batch_size: int, image_size: int, *, label_offs
                  .shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat())
         data = (_read(names, len(files))
                 .shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-                .map(parse, num_parallel_calls=tf.data.AUTOTUNE))
+                .map(lambda serialized: with_flip_bit(*parse(serialized)), num_parallel_calls=tf.data.AUTOTUNE))
 
         def crop(encoded: tf.Tensor, crop_seed: tf.Tensor) -> tf.Tensor:
             if not inception:
                 return _decode(encoded)
             return _decode_cropped(encoded, lambda shape: _random_window(shape, crop_seed))
 
-    def augment(example: tuple[tf.Tensor, tf.Tensor], pair: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    num_images = read_metadata(data_dir).num_train_images if augmentation == "airbench" else 1
+
+    def augment(example: tuple[tf.Tensor, ...], pair: tf.Tensor, position: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         crop_seed, flip_seed = tf.unstack(tf.random.experimental.stateless_split(pair, 2))
-        image = _normalize(crop(example[0], crop_seed), image_size)
+        image, label, bit = example
+        image = _normalize(crop(image, crop_seed), image_size)
         if inception:
-            return tf.image.stateless_random_flip_left_right(image, flip_seed), example[1]
-        return _cifar_augment(image, flip_seed, cutout), example[1]
+            return tf.image.stateless_random_flip_left_right(image, flip_seed), label
+        if augmentation == "cifar":
+            return _cifar_augment(image, flip_seed, cutout), label
+        image = _airbench_augment(image, crop_seed, bit, position // num_images)  # crop_seed: unused above
+        return (_cutout(image, cutout, flip_seed) if cutout > 0 else image), label
 
     seeds = tf.data.Dataset.random(seed=seed).batch(2)
-    return (tf.data.Dataset.zip((data, seeds))
+    positions = tf.data.Dataset.counter(start=first_example)
+    return (tf.data.Dataset.zip((data, seeds, positions))
             .map(augment, num_parallel_calls=tf.data.AUTOTUNE)
             .batch(batch_size, drop_remainder=True)
             .prefetch(tf.data.AUTOTUNE))

@@ -17,7 +17,6 @@ import contextlib
 import json
 import logging
 import math
-import threading
 import time
 from typing import Any
 
@@ -29,9 +28,11 @@ from core.proxy_config import PRECISIONS
 from core.train_config import EVAL_HISTORY, PROGRESS, TrainConfig, config_from_saved
 from trainer.batch_norm import set_batch_norm
 from trainer.evaluation import averaged_weights, tta_logits
+from trainer.fast_recipe import Lookahead, ParameterGroups
 from trainer.export import export_model
 from trainer.models import build_model, init_from_data, model_report, model_spec, split_outputs
 from trainer.nasnet import set_training_progress
+from trainer.progress_file import ProgressFile
 from trainer.records import DataInfo, eval_dataset, read_metadata, train_dataset
 from trainer.schedules import WarmupDecay, make_optimizer
 
@@ -58,9 +59,6 @@ def make_strategy(tpu: str | None) -> tf.distribute.Strategy:
     return tf.distribute.get_strategy()
 
 
-PROGRESS_EVERY_S = 30.0
-
-
 def total_steps(config: TrainConfig, info: DataInfo) -> int:
     if config.train_steps > 0:
         return config.train_steps
@@ -72,43 +70,6 @@ def steps_per_eval(config: TrainConfig, info: DataInfo) -> int:
     if config.steps_per_eval > 0 or config.epochs_per_eval <= 0:
         return config.steps_per_eval
     return max(1, round(config.epochs_per_eval * info.num_train_images / config.train_batch_size))
-
-
-class ProgressFile:
-    """A model_dir's progress.json, what watchers read (amoeba promote's progress lines): the phase
-    (tracing until the first steps are done, then training), the step of total_steps, and the last
-    loop's figures. It is rewritten at most every PROGRESS_EVERY_S (or when `now` is asked), and a
-    heartbeat thread rewrites it as often during a long loop, the step read from `step_variable`."""
-
-    def __init__(self, path: str, step_variable: tf.Variable, total_steps: int) -> None:
-        self.path, self.step_variable = path, step_variable
-        self.start = int(step_variable)
-        self.fields: dict[str, Any] = {"phase": "tracing", "step": self.start, "total_steps": total_steps}
-        self.lock = threading.Lock()
-        self.written = 0.0
-        self.stop = threading.Event()
-        self.update(True)
-        self.thread = threading.Thread(target=self._beat, name="amoeba-progress", daemon=True)
-        self.thread.start()
-
-    def update(self, now: bool = False, **fields: Any) -> None:
-        with self.lock:
-            self.fields.update(fields)
-            if now or time.monotonic() - self.written >= PROGRESS_EVERY_S:
-                storage.write_json(self.path, self.fields)
-                self.written = time.monotonic()
-
-    def _beat(self) -> None:
-        while not self.stop.wait(PROGRESS_EVERY_S / 2):
-            try:
-                step = int(self.step_variable)  # the optimizer's step, also inside one long loop
-            except Exception:  # noqa: BLE001 - a variable on a device another thread cannot read
-                step = self.fields["step"]
-            self.update(step=step, **({"phase": "training"} if step > self.start else {}))
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(timeout=5)
 
 
 class Trainer:
@@ -137,11 +98,17 @@ class Trainer:
             config.lr_end_factor,
         )
         self.model, self.optimizer = self._build(config)
+        with self.strategy.scope():
+            self.groups = ParameterGroups(self.model, config.bn_lr_factor, config.bn_weight_decay,
+                                          round(config.whiten_bias_epochs * steps_per_epoch))
+            self.lookahead = (Lookahead(self.model, config.lookahead_every, config.lookahead_decay, self.total_steps)
+                              if config.lookahead_every else None)
         # training wall time so far (seconds), saved with the weights: it adds up over resumed runs (a
         # host variable, outside the strategy: float64 need not exist on the accelerator)
         self.wall_seconds = tf.Variable(0.0, dtype=tf.float64, trainable=False)
+        extra = {"lookahead": self.lookahead.trackable()} if self.lookahead else {}
         self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
-                                              wall_seconds=self.wall_seconds)
+                                              wall_seconds=self.wall_seconds, **extra)
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, storage.join(config.model_dir, "checkpoints"), max_to_keep=3
         )
@@ -186,9 +153,11 @@ class Trainer:
             if self.config.weight_decay > 0:
                 l2 = tf.add_n([tf.nn.l2_loss(tf.cast(v, tf.float32)) for v in self.decayed])
                 loss += self.config.weight_decay * l2 / replicas
+            loss += self.groups.decay_loss() / replicas
             scaled = self.optimizer.scale_loss(loss)  # the loss scale of mixed_float16, else 1
         variables = self.model.trainable_variables
-        self.optimizer.apply_gradients(zip(tape.gradient(scaled, variables), variables))
+        gradients = self.groups.scale_gradients(tape.gradient(scaled, variables))
+        self.optimizer.apply_gradients(zip(gradients, variables))
         return self._sums(labels, logits, per_example, tf.ones_like(per_example))
 
     def _sums(self, labels, logits, per_example, weights):
@@ -212,6 +181,9 @@ class Trainer:
             for _ in tf.range(steps):
                 per_replica = strategy.run(self._train_step, args=next(iterator))
                 totals += strategy.reduce("SUM", per_replica, axis=None)
+                self.groups.after_step(self.optimizer.iterations)
+                if self.lookahead is not None:
+                    self.lookahead.after_step(self.optimizer.iterations)
             return totals
 
         @tf.function
@@ -278,9 +250,24 @@ class Trainer:
         self._restored = latest
         return latest
 
+    def _check_checkpoint_state(self, saved: dict[str, Any]) -> None:
+        """A checkpoint holds a weights' average only as its run kept one: refuse to resume training
+        with --ema_decay or --lookahead_every turned on or off (a missing average would restart from
+        zeros or the raw weights; an unused one would be silently dropped). Evaluating the raw
+        weights of such a checkpoint (restore) stays allowed."""
+        for name in ("ema_decay", "lookahead_every"):
+            before, now = bool(saved.get(name, 0)), bool(getattr(self.config, name))
+            if before != now:
+                raise ValueError(f"{self.config.model_dir} was trained {'with' if before else 'without'} --{name}"
+                                 f"{'=' + str(saved[name]) if before else ''}: resume it "
+                                 f"{'with' if before else 'without'} it, or use a new --model_dir")
+
     def train(self) -> dict[str, Any]:
         """Train to `total_steps` (resuming from the latest checkpoint); return the last eval."""
         config = self.config
+        saved_path = storage.join(config.model_dir, "train_config.json")
+        if self.manager.latest_checkpoint and storage.exists(saved_path):
+            self._check_checkpoint_state(storage.read_json(saved_path))
         latest = self.restore()
         if latest:
             print(f"resuming from {latest} at step {int(self.optimizer.iterations)}", flush=True)
@@ -293,7 +280,9 @@ class Trainer:
         # A resumed run draws new batches: the data order is seeded by the step it resumes at.
         data = train_dataset(config.data, config.train_batch_size, config.image_size,
                              label_offset=self.label_offset, seed=config.seed + step, cache=config.cache,
-                             augmentation=config.augmentation, cutout=config.cutout)
+                             augmentation=config.augmentation, cutout=config.cutout, flip_key=config.seed,
+                             first_example=step * config.train_batch_size)
+        self.groups.start()
         iterator = iter(self.strategy.experimental_distribute_dataset(data))
         progress = ProgressFile(storage.join(config.model_dir, PROGRESS), self.optimizer.iterations, self.total_steps)
         try:

@@ -1,0 +1,147 @@
+"""airbench's training-step pieces (trainer/fast_recipe.py) and its augmentation (trainer/records.py):
+the BN parameters' own learning rate and decay, the whitening bias's freeze, lookahead, the
+2-pixel reflect translation with the alternating flip, and the Trainer running them together."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from core.train_config import TrainConfig
+
+
+def tiny_airbench():
+    from trainer.airbench import build_airbench
+
+    return build_airbench((12, 12, 3), 3, width_multiplier=1 / 32)
+
+
+def test_bn_parameters_take_their_own_rate_and_decay_the_others_are_untouched():
+    from trainer.fast_recipe import ParameterGroups, batch_norm_variables
+
+    model = tiny_airbench()
+    groups = ParameterGroups(model, bn_lr_factor=64.0, bn_weight_decay=0.5, freeze_whiten_bias_at=0)
+    norms = batch_norm_variables(model)
+    assert len(norms) == 6 and all("beta" in v.path for v in norms)  # airbench's BN has no scale
+    gradients = [tf.ones_like(v) for v in model.trainable_variables]
+    scaled = groups.scale_gradients(gradients)
+    by_path = {v.path: g for v, g in zip(model.trainable_variables, scaled)}
+    for variable in model.trainable_variables:
+        expected = 64.0 if any(variable is n for n in norms) else 1.0
+        assert np.all(by_path[variable.path].numpy() == expected), variable.path
+    for variable in norms:
+        variable.assign(tf.fill(variable.shape, 2.0))
+    size = sum(int(np.prod(v.shape)) for v in norms)
+    assert float(groups.decay_loss()) == pytest.approx(0.5 * size * 4.0 / 2)
+    assert ParameterGroups(model, 1.0, 0.0, 0).decay_loss() == 0.0
+
+
+def test_the_whitening_bias_keeps_its_value_from_the_last_step_it_trains():
+    from trainer.airbench import whitening_layer
+    from trainer.fast_recipe import ParameterGroups
+    from trainer.resnet import build_resnet9
+
+    model = tiny_airbench()
+    bias = whitening_layer(model).bias
+    groups = ParameterGroups(model, 1.0, 0.0, freeze_whiten_bias_at=2)
+    groups.start()
+    for step, value in ((1, 1.0), (2, 2.0), (3, 3.0), (4, 4.0)):
+        bias.assign(tf.fill(bias.shape, value))  # what the optimizer's step did
+        groups.after_step(tf.constant(step, tf.int64))
+        assert np.all(bias.numpy() == min(value, 2.0)), step
+    with pytest.raises(ValueError, match="no whitening conv bias to freeze"):
+        ParameterGroups(build_resnet9((16, 16, 3), 3, width_multiplier=0.125), 1.0, 0.0, 2)
+
+
+def test_lookahead_averages_every_k_steps_with_a_cubic_decay_and_ends_on_the_average():
+    import keras
+
+    from trainer.fast_recipe import Lookahead
+
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1, use_bias=False)])
+    kernel = model.weights[0]
+    kernel.assign([[0.0], [0.0]])
+    lookahead = Lookahead(model, every=2, decay=0.5, total_steps=5)
+    average = np.zeros((2, 1))
+    for step in range(1, 6):
+        raw = np.full((2, 1), float(step))
+        kernel.assign(raw)  # the optimizer's step
+        lookahead.after_step(tf.constant(step, tf.int64))
+        if step % 2 == 0:
+            decay = 0.5 * (step / 5) ** 3
+            average = average + (1 - decay) * (raw - average)
+            np.testing.assert_allclose(kernel.numpy(), average, rtol=1e-6)  # copied back
+        elif step < 5:
+            np.testing.assert_array_equal(kernel.numpy(), raw)  # untouched between syncs
+    np.testing.assert_allclose(kernel.numpy(), average, rtol=1e-6)  # the last step: the average
+    np.testing.assert_allclose(lookahead.average[0].numpy(), average, rtol=1e-6)
+
+
+def test_airbench_augmentation_translates_by_reflection_and_flips_by_the_images_bit_and_the_epoch():
+    from trainer.records import _airbench_augment, _flip_bit
+
+    image = tf.reshape(tf.range(6 * 6 * 3, dtype=tf.float32), [6, 6, 3])
+    padded = tf.pad(image, [[2, 2], [2, 2], [0, 0]], mode="REFLECT").numpy()
+    windows = [padded[y:y + 6, x:x + 6] for y in range(5) for x in range(5)]
+    seen = set()
+    for i in range(40):
+        seed = tf.constant([i, 7], tf.int64)
+        plain = _airbench_augment(image, seed, tf.constant(0), tf.constant(0)).numpy()
+        offset = next(k for k, w in enumerate(windows) if np.array_equal(w, plain))  # a reflect translation
+        seen.add(offset)
+        np.testing.assert_array_equal(_airbench_augment(image, seed, tf.constant(0), tf.constant(1)).numpy(),
+                                      plain[:, ::-1])  # the next epoch: mirrored
+        np.testing.assert_array_equal(_airbench_augment(image, seed, tf.constant(1), tf.constant(1)).numpy(), plain)
+        np.testing.assert_array_equal(_airbench_augment(image, seed, tf.constant(1), tf.constant(2)).numpy(),
+                                      plain[:, ::-1])
+    assert len(seen) > 10  # translations of -2..2 pixels both ways, not one
+    bits = [int(_flip_bit(tf.constant(f"image {i}"), 0)) for i in range(200)]
+    assert 70 < sum(bits) < 130  # about half flipped in the first epoch
+    assert bits == [int(_flip_bit(tf.constant(f"image {i}"), 0)) for i in range(200)]
+    assert bits != [int(_flip_bit(tf.constant(f"image {i}"), 1)) for i in range(200)]  # another key
+
+
+def test_the_airbench_pipeline_flips_each_cached_image_in_every_other_epoch(tmp_path, monkeypatch):
+    from trainer import records
+    from trainer.fake_imagenet import write_fake_imagenet
+
+    monkeypatch.setattr(records, "AIRBENCH_TRANSLATE", 0)  # no translation: each view is the image or its mirror
+    data = str(tmp_path / "data")
+    write_fake_imagenet(data, num_train=8, num_eval=2, num_classes=2, image_size=16)
+
+    def epochs(first):
+        batches = iter(records.train_dataset(data, 8, 16, augmentation="airbench", cache=True, first_example=first))
+        return [{image.tobytes() for image in next(batches)[0].numpy()} for _ in range(2)]
+
+    def mirrored(views):
+        return {np.frombuffer(v, np.float32).reshape(16, 16, 3)[:, ::-1].tobytes() for v in views}
+
+    first, second = epochs(0)
+    assert len(first) == 8 and first != second and mirrored(second) == first  # every image flipped over
+    resumed_first, _ = epochs(8)  # a resume at the start of epoch 1 keeps its parity
+    assert resumed_first == second
+
+
+def test_trainer_runs_the_airbench_recipe_and_refuses_to_resume_without_its_average(tmp_path):
+    from trainer.airbench import whitening_layer
+    from trainer.fake_imagenet import write_fake_imagenet
+    from trainer.train import Trainer
+
+    data, model_dir = str(tmp_path / "data"), str(tmp_path / "m")
+    write_fake_imagenet(data, num_train=16, num_eval=8, num_classes=2, image_size=12)
+    config = TrainConfig(model="airbench94", width_multiplier=1 / 32, data=data, model_dir=model_dir, train_steps=4,
+                         image_size=12, train_batch_size=8, eval_batch_size=8, augmentation="airbench",
+                         optimizer="momentum", nesterov=True, learning_rate=0.2, bn_lr_factor=64.0,
+                         bn_weight_decay=1e-4, lookahead_every=2, whiten_bias_epochs=0.5, iterations_per_loop=4)
+    trainer = Trainer(config)
+    bias = whitening_layer(trainer.model).bias
+    result = trainer.train()  # 2 steps an epoch: the bias trains for the first step only
+    assert np.isfinite(result["loss"])
+    frozen = bias.numpy()
+    assert not np.allclose(frozen, 0.0)
+    np.testing.assert_allclose([a.numpy() for a in trainer.lookahead.average][:1], [w.numpy() for w in
+                               trainer.lookahead.weights][:1])  # the model ended as the average
+    longer = Trainer(TrainConfig(**{**config.__dict__, "train_steps": 6}))
+    longer.train()
+    np.testing.assert_array_equal(whitening_layer(longer.model).bias.numpy(), frozen)  # stays after a resume
+    with pytest.raises(ValueError, match="trained with --lookahead_every=2: resume it with it"):
+        Trainer(TrainConfig(**{**config.__dict__, "train_steps": 8, "lookahead_every": 0})).train()

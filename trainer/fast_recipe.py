@@ -1,0 +1,114 @@
+"""The parts of a fast recipe (airbench94's) that act on the training step itself, for
+trainer/train.py's Trainer:
+
+- `ParameterGroups`: the batch-norm parameters (scale and offset of every BatchNormalization layer)
+  at `bn_lr_factor` x the learning rate, by scaling their gradients (the same thing for SGD with or
+  without momentum, Nesterov's too, which is why the config allows it with those only), and an L2
+  weight decay of their own, `bn_weight_decay` (the weights' `weight_decay` skips them). airbench
+  trains its BN biases at 64x the rate and decays them at 1/64 of the weights' decay, the same
+  shrink per step. And the whitening conv's bias (trainer/airbench.py) trained for the first
+  `whiten_bias_epochs` epochs only: after each later step it is put back to its value at the last
+  step it trained (exact, as airbench's `requires_grad = False`; its momentum is then never used).
+- `Lookahead`: every `lookahead_every` steps, the average `avg += (1 - d) (w - avg)` of every float
+  weight of the model (BN's moving statistics too, as airbench's state_dict) with a decay d =
+  `lookahead_decay` x (step / total_steps)^3, copied back into the model (w = avg); at the last step
+  the model takes the average as it is (d = 1). airbench: every 5 steps, 0.95^5.
+
+Both run inside the Trainer's compiled loop, in the strategy's cross-replica context (they assign
+mirrored variables as a whole). This module must not build data, evaluate or checkpoint.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import keras
+import tensorflow as tf
+
+from trainer.airbench import whitening_layer
+
+
+def batch_norm_variables(model: keras.Model) -> list[Any]:
+    """The trainable variables of every BatchNormalization layer of `model`, nested ones too."""
+    # Keras has no public walk over nested layers; _flatten_layers is what Keras's own tracking uses
+    norms = [layer for layer in model._flatten_layers(include_self=False)
+             if isinstance(layer, keras.layers.BatchNormalization)]
+    return [v for layer in norms for v in layer.trainable_weights]
+
+
+class ParameterGroups:
+    """BN parameters' learning-rate factor and weight decay; the whitening bias's freeze."""
+
+    def __init__(self, model: keras.Model, bn_lr_factor: float, bn_weight_decay: float,
+                 freeze_whiten_bias_at: int) -> None:
+        """`freeze_whiten_bias_at`: the last step (1-based count) at which the whitening bias trains;
+        0: it trains throughout. ValueError when given for a model without a whitening conv."""
+        self.bn_lr_factor, self.bn_weight_decay = float(bn_lr_factor), float(bn_weight_decay)
+        norm_ids = {id(v) for v in batch_norm_variables(model)}
+        self.bn_indices = [i for i, v in enumerate(model.trainable_variables) if id(v) in norm_ids]
+        self.bn_variables = [model.trainable_variables[i] for i in self.bn_indices]
+        self.freeze_at = int(freeze_whiten_bias_at)
+        self.whiten_bias = None
+        if self.freeze_at > 0:
+            layer = whitening_layer(model)
+            if layer is None or layer.bias is None:
+                raise ValueError(f"whiten_bias_epochs: model {model.name!r} has no whitening conv bias to freeze")
+            self.whiten_bias = layer.bias
+            self.frozen_bias = tf.Variable(tf.zeros_like(layer.bias), trainable=False, name="frozen_whiten_bias")
+
+    def decay_loss(self) -> tf.Tensor | float:
+        """bn_weight_decay x the L2 (sum of squares / 2) of the BN parameters; 0 when off."""
+        if self.bn_weight_decay <= 0 or not self.bn_variables:
+            return 0.0
+        return self.bn_weight_decay * tf.add_n([tf.nn.l2_loss(tf.cast(v, tf.float32)) for v in self.bn_variables])
+
+    def scale_gradients(self, gradients: Sequence[tf.Tensor]) -> list[tf.Tensor]:
+        """The gradients of the model's trainable variables (in their order), BN's times bn_lr_factor."""
+        gradients = list(gradients)
+        if self.bn_lr_factor != 1.0:
+            for i in self.bn_indices:
+                if gradients[i] is not None:
+                    gradients[i] = gradients[i] * tf.cast(self.bn_lr_factor, gradients[i].dtype)
+        return gradients
+
+    def start(self) -> None:
+        """Before training (also a resumed one): the bias as it is now is its frozen value."""
+        if self.whiten_bias is not None:
+            self.frozen_bias.assign(self.whiten_bias)
+
+    def after_step(self, step: tf.Tensor) -> None:
+        """After the optimizer's step `step` (its 1-based count): up to freeze_at, keep the whitening
+        bias's value; after it, put that value back."""
+        if self.whiten_bias is None:
+            return
+        if step <= self.freeze_at:
+            self.frozen_bias.assign(self.whiten_bias)
+        else:
+            self.whiten_bias.assign(self.frozen_bias)
+
+
+class Lookahead:
+    """airbench's lookahead: an average of the model's float weights, synced every `every` steps."""
+
+    def __init__(self, model: keras.Model, every: int, decay: float, total_steps: int) -> None:
+        self.every, self.decay, self.total_steps = int(every), float(decay), int(total_steps)
+        self.weights = [w for w in model.weights if w.dtype in ("float32", "float16", "bfloat16")]
+        self.average = [tf.Variable(tf.convert_to_tensor(w), trainable=False, name="lookahead")
+                        for w in self.weights]
+
+    def trackable(self) -> dict[str, list[tf.Variable]]:
+        """What a checkpoint keeps of it."""
+        return {"average": self.average}
+
+    def after_step(self, step: tf.Tensor) -> None:
+        """After the optimizer's step `step` (its 1-based count): a sync when step is a multiple of
+        `every`; at the last step the model takes the average (airbench's decay of 1)."""
+        step = tf.cast(step, tf.int64)
+        if tf.equal(step % self.every, 0):
+            decay = self.decay * (tf.cast(step, tf.float32) / float(self.total_steps)) ** 3
+            for average, weight in zip(self.average, self.weights):
+                average.assign_add((1.0 - tf.cast(decay, average.dtype)) * (tf.cast(weight, average.dtype) - average))
+                weight.assign(tf.cast(average, weight.dtype))
+        if step >= self.total_steps:  # the last step: the model is the average
+            for average, weight in zip(self.average, self.weights):
+                weight.assign(tf.cast(average, weight.dtype))

@@ -31,7 +31,7 @@ def timed_run(data: str, seconds: float, seed: int) -> dict:
 
     genotype = space_from_config({"name": "nasnet", "num_blocks": 5}).sample(random.Random(seed))
     proxy = ProxyConfig(dataset="prepared", data=data, image_size=32, validation_images=5000, train_images=10000,
-                        num_cells=1, filters=8, batch_size=64, threads=1, train_seconds=seconds, seed=0)
+                        num_cells=1, filters=8, train_batch_size=64, threads=1, train_seconds=seconds, seed=0)
     metrics = train_candidate(genotype, proxy)
     return {k: metrics[k] for k in ("train_steps", "calibration_step_ms", "step_ms", "val_accuracy", "train_seconds",
                                     "latency_ms", "params")}

@@ -88,7 +88,7 @@ def child(name: str, variant: str, steps: int, profile_dir: str) -> dict:
     import numpy as np
     import tensorflow as tf
 
-    from trainer.candidate_loop import train_step_function
+    from trainer.candidate_step import train_step_function
     from trainer.fused_optimizer import MomentumSGD, RestartingCosine
     from trainer.models import build_model, model_report
     from trainer.worker_setup import GRAPPLER_OFF, graph_options

@@ -12,6 +12,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
+from core.fast_recipe import LOOKAHEAD_DECAY, TRIANGLE, TTA_VIEWS, check_fast_recipe
+
 
 @dataclass(frozen=True)
 class ProxyDataset:
@@ -58,6 +60,10 @@ PROXY_DATASETS: dict[str, ProxyDataset] = {
                              needs_data_dir=True, augment=True),
 }
 DATA_DIR_DATASET = "prepared"
+PROXY_SCHEDULES = ("cosine", "triangular")  # trainer/fused_optimizer.py's RestartingSchedule
+PROXY_AUGMENTATIONS = ("cifar", "airbench")  # trainer/proxy_data.py's
+# Fields renamed to amoeba train's names: a search saved before reads in today's, the old flags warn
+PROXY_RENAMED = {"batch_size": "train_batch_size", "warmup_epochs": "lr_warmup_epochs"}
 # --target_accuracy's clock (ProxyConfig.target_clock): the training and its evaluations, as `amoeba
 # promote` counts (DAWNBench's). A search made while it counted training only recorded none
 TARGET_CLOCK = "training_and_evaluations"
@@ -89,9 +95,11 @@ class ProxyConfig:
     epochs: int = field(default=4, metadata={"help": "Proxy training epochs per candidate."})
     num_cells: int = field(default=1, metadata={"help": "N: normal cells per stack of the proxy network."})
     filters: int = field(default=8, metadata={"help": "F: filters of the first stack of the proxy network."})
-    batch_size: int = field(default=64, metadata={"help": "Proxy training batch size."})
-    learning_rate: float = field(default=0.1, metadata={"help": "Proxy peak learning rate (SGD, cosine decay)."})
+    train_batch_size: int = field(default=64, metadata={"help": "Proxy training batch size."})
+    learning_rate: float = field(default=0.1, metadata={"help": "Proxy peak learning rate (SGD)."})
     momentum: float = field(default=0.9, metadata={"help": "Proxy SGD momentum."})
+    nesterov: bool = field(default=True, metadata={"help": "Proxy SGD with Nesterov momentum (--nonesterov: "
+                                                           "plain momentum)."})
     seed: int = field(default=0, metadata={"help": "Seed of candidate training."})
     timeout_s: float = field(default=900.0, metadata={"help": "A candidate still training after this many seconds "
                                                               "fails (0: no limit)."})
@@ -106,8 +114,38 @@ class ProxyConfig:
                                                                 "its first steps) instead of --epochs."})
     weight_decay: float = field(default=0.0, metadata={"help": "Proxy L2 weight decay on the kernels (the loss "
                                                                "gains weight_decay x sum(w^2)/2, as in amoeba train)."})
-    warmup_epochs: float = field(default=0.0, metadata={"help": "Proxy learning rate: a linear warm-up from 0 over "
-                                                                "this many epochs before the cosine."})
+    lr_warmup_epochs: float = field(default=0.0, metadata={"help": "Proxy learning rate: a linear warm-up from 0 "
+                                                                   "over this many epochs before the cosine."})
+    lr_schedule: str = field(default="cosine", metadata={
+        "help": "Proxy learning rate after the warm-up: cosine to 0, or triangular (airbench's, as amoeba train's: "
+                "--lr_start_factor, --lr_peak_at, --lr_end_factor; with rungs, each rung's own triangle).",
+        "choices": PROXY_SCHEDULES})
+    lr_start_factor: float = field(default=TRIANGLE["lr_start_factor"], metadata={
+        "help": "Triangular: the first step's learning rate, times --learning_rate."})
+    lr_peak_at: float = field(default=TRIANGLE["lr_peak_at"], metadata={
+        "help": "Triangular: the fraction of the training steps at which the rate peaks."})
+    lr_end_factor: float = field(default=TRIANGLE["lr_end_factor"], metadata={
+        "help": "Triangular: the last step's learning rate, times --learning_rate."})
+    label_smoothing: float = field(default=0.0, metadata={
+        "help": "Proxy label smoothing: this share of each label spread over all classes (as amoeba train's)."})
+    bn_lr_factor: float = field(default=1.0, metadata={
+        "help": "The batch-norm parameters' learning rate, times --learning_rate (airbench94: 64)."})
+    bn_weight_decay: float = field(default=0.0, metadata={
+        "help": "L2 weight decay of the batch-norm parameters (--weight_decay skips them)."})
+    lookahead_every: int = field(default=0, metadata={
+        "help": "airbench's lookahead: every this many steps the weights' running average is updated and copied "
+                "back; the model ends each rung as the average (0: off; as amoeba train's)."})
+    lookahead_decay: float = field(default=LOOKAHEAD_DECAY, metadata={
+        "help": "The lookahead average's decay at the last step, times (step / steps)^3 before."})
+    whiten_bias_epochs: float = field(default=0.0, metadata={
+        "help": "A whitening stem's bias (--space=convnet) trains this many epochs, then stays (0: always)."})
+    augmentation: str = field(default="cifar", metadata={
+        "help": "Proxy training augmentation of a dataset that augments (a prepared dir; digits are not): cifar, "
+                "zero pad-crop-flip; airbench, 2-pixel reflect translation and the alternating flip.",
+        "choices": PROXY_AUGMENTATIONS})
+    eval_tta: str = field(default="none", metadata={
+        "help": "Test-time augmentation of the proxy's validation (as amoeba train's): flip, flip_translate.",
+        "choices": TTA_VIEWS})
     target_accuracy: float = field(default=0.0, metadata={
         "help": "> 0: score candidates by their time to this validation accuracy (DAWNBench's measure): each "
                 "trains the --epochs schedule, evaluated every --epochs_per_eval, and stops at the target or at "
@@ -128,7 +166,7 @@ class ProxyConfig:
 
     def __post_init__(self) -> None:
         positive = {"epochs": self.epochs, "num_cells": self.num_cells, "filters": self.filters,
-                    "batch_size": self.batch_size, "learning_rate": self.learning_rate}
+                    "train_batch_size": self.train_batch_size, "learning_rate": self.learning_rate}
         for name, value in positive.items():
             if not value > 0:
                 raise ValueError(f"proxy {name}: must be positive, got {value}")
@@ -142,10 +180,21 @@ class ProxyConfig:
         if self.precision not in PRECISIONS:
             raise ValueError(f"proxy precision: unknown {self.precision!r}; known: {list(PRECISIONS)}")
         for name in ("image_size", "validation_images", "train_images", "timeout_s", "hang_grace_s", "threads",
-                     "train_seconds", "weight_decay", "warmup_epochs", "target_seconds"):
+                     "train_seconds", "weight_decay", "lr_warmup_epochs", "target_seconds"):
             if (getattr(self, name) or 0) < 0:
                 raise ValueError(f"proxy {name}: must be >= 0, got {getattr(self, name)}")
         self._check_target()
+        self._check_recipe()
+
+    def _check_recipe(self) -> None:
+        """The fast-recipe fields, checked as amoeba train checks them (core/fast_recipe.py)."""
+        for name, known in (("lr_schedule", PROXY_SCHEDULES), ("augmentation", PROXY_AUGMENTATIONS)):
+            if getattr(self, name) not in known:
+                raise ValueError(f"proxy {name}: unknown {getattr(self, name)!r}; known: {list(known)}")
+        check_fast_recipe(self, "proxy ")
+        if self.lr_schedule == "triangular" and self.train_seconds:
+            raise ValueError("proxy lr_schedule triangular: not with --train_seconds (whose step count is fixed "
+                             "after the first steps, at the peak rate); use the cosine")
 
     def _check_target(self) -> None:
         """A time-to-accuracy proxy needs its time limit, and rules out a time budget."""
@@ -179,6 +228,13 @@ class ProxyConfig:
         if reached_s is not None:
             return reached_s
         return self.target_seconds * (1 + max(0.0, self.target_accuracy - best_accuracy))
+
+    def fast_recipe_changes(self) -> list[str]:
+        """The fast-recipe fields set away from the plain proxy recipe's (the names of those set)."""
+        plain = ProxyConfig()
+        names = ("nesterov", "lr_schedule", "label_smoothing", "bn_lr_factor", "bn_weight_decay", "lookahead_every",
+                 "whiten_bias_epochs", "augmentation", "eval_tta")
+        return [name for name in names if getattr(self, name) != getattr(plain, name)]
 
     @property
     def spec(self) -> ProxyDataset:
@@ -232,9 +288,10 @@ def plan_split(proxy: ProxyConfig, num_images: int) -> SplitPlan:
         pool = num_images
         num_val = min(proxy.validation_images or _ceil(pool * fraction), pool)
     num_train = min(pool - num_val, proxy.train_images or pool)
-    if num_train < proxy.batch_size:
+    if num_train < proxy.train_batch_size:
         raise ValueError(f"{proxy.data or proxy.dataset}: {num_images} training-split images leave {num_train} to "
-                         f"train on after {num_val} held out for validation, fewer than batch_size {proxy.batch_size}")
+                         f"train on after {num_val} held out for validation, fewer than train_batch_size "
+                         f"{proxy.train_batch_size}")
     return SplitPlan(pool, num_val, num_train)
 
 

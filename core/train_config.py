@@ -12,15 +12,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.augmentations import AUGMENTATIONS
+from core.fast_recipe import LOOKAHEAD_DECAY, TRIANGLE, TTA_VIEWS, check_fast_recipe
 from core.proxy_config import PRECISIONS
-from searchspace import NasNetGenotype, nasnet_genotype_from_json
+from searchspace import ConvNetGenotype, NasNetGenotype, genotype_from_json, space_of
 
 EVAL_HISTORY = "eval_history.jsonl"  # a model_dir's evaluations, one JSON line each (trainer/train.py)
 PROGRESS = "progress.json"  # a model_dir's latest training step, for watchers
 SCHEDULES = ("exponential", "piecewise", "cosine", "constant", "triangular")  # trainer/schedules.py implements each
-TTA_VIEWS = ("none", "flip", "flip_translate")  # trainer/evaluation.py: the views evaluation averages
 OPTIMIZERS = ("rmsprop", "momentum", "sgd")
-LOOKAHEAD_DECAY = 0.95 ** 5  # airbench's: 0.95 a step, over the 5 steps between syncs
+GENOTYPE_MODELS = ("genotype", "nasnet_macro", "convnet")  # the models that build a given genotype
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class TrainConfig:
     model: str  # a name of trainer/models.py's MODEL_FAMILIES, "genotype" with `genotype` given
     data: str  # a prepared TFRecord dir (local or gs://)
     model_dir: str
-    genotype: NasNetGenotype | None = None  # for model="genotype" (a MacroGenotype for "nasnet_macro")
+    genotype: NasNetGenotype | ConvNetGenotype | None = None  # for model "genotype", "nasnet_macro" (a MacroGenotype), "convnet"
     train_batch_size: int = 128
     eval_batch_size: int = 128
     train_steps: int = 0
@@ -44,9 +44,9 @@ class TrainConfig:
     lr_decay_value: float = 0.97
     lr_decay_epochs: tuple[float, ...] = (2.4,)
     lr_warmup_epochs: float = 0.0
-    lr_start_factor: float = 0.2  # triangular: the first step's rate, times learning_rate (airbench's)
-    lr_peak_at: float = 0.23  # triangular: the fraction of the steps at which it peaks
-    lr_end_factor: float = 0.07  # triangular: the last step's rate, times learning_rate
+    lr_start_factor: float = TRIANGLE["lr_start_factor"]  # triangular: the first step's rate, times learning_rate
+    lr_peak_at: float = TRIANGLE["lr_peak_at"]  # triangular: the fraction of the steps at which it peaks
+    lr_end_factor: float = TRIANGLE["lr_end_factor"]  # triangular: the last step's rate, times learning_rate
     optimizer: str = "rmsprop"
     momentum: float = 0.9
     nesterov: bool = False  # Nesterov momentum (optimizer "momentum")
@@ -91,40 +91,16 @@ class TrainConfig:
         for name in ("train_batch_size", "eval_batch_size", "iterations_per_loop", "image_size"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name}: must be positive, got {getattr(self, name)}")
-        if self.model in ("genotype", "nasnet_macro") and self.genotype is None:
+        if self.model in GENOTYPE_MODELS and self.genotype is None:
             raise ValueError(f"model {self.model!r} needs a genotype")
         self._check_fast_recipe()
 
     def _check_fast_recipe(self) -> None:
         """The fast-recipe fields' own checks (Nesterov, averaging, smoothing, BN, lookahead, TTA,
-        triangular)."""
+        triangular): core/fast_recipe.py's, shared with the search's proxy."""
         if self.nesterov and self.optimizer != "momentum":
             raise ValueError(f"nesterov: only with optimizer 'momentum', not {self.optimizer!r}")
-        for name in ("ema_decay", "label_smoothing", "bn_momentum"):
-            if not 0 <= getattr(self, name) < 1:
-                raise ValueError(f"{name}: in [0, 1), got {getattr(self, name)}")
-        if self.bn_epsilon < 0:
-            raise ValueError(f"bn_epsilon: 0 or more, got {self.bn_epsilon}")
-        if self.bn_lr_factor <= 0:
-            raise ValueError(f"bn_lr_factor: must be positive, got {self.bn_lr_factor}")
-        if self.bn_lr_factor != 1 and self.optimizer == "rmsprop":  # scaled gradients are a scaled rate for SGD only
-            raise ValueError("bn_lr_factor: only with optimizer 'momentum' or 'sgd', not 'rmsprop'")
-        for name in ("bn_weight_decay", "lookahead_every", "whiten_bias_epochs"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name}: 0 or more, got {getattr(self, name)}")
-        if not 0 <= self.lookahead_decay <= 1:
-            raise ValueError(f"lookahead_decay: in [0, 1], got {self.lookahead_decay}")
-        if self.eval_tta not in TTA_VIEWS:
-            raise ValueError(f"eval_tta: unknown {self.eval_tta!r}; known: {list(TTA_VIEWS)}")
-        if self.lr_schedule == "triangular":
-            if not 0 <= self.lr_peak_at <= 1:
-                raise ValueError(f"lr_peak_at: in [0, 1], got {self.lr_peak_at}")
-            for name in ("lr_start_factor", "lr_end_factor"):
-                if getattr(self, name) < 0:
-                    raise ValueError(f"{name}: 0 or more, got {getattr(self, name)}")
-            if self.lr_warmup_epochs > 0:
-                raise ValueError("lr_schedule triangular: its own warm-up (lr_start_factor, lr_peak_at); "
-                                 "give no lr_warmup_epochs")
+        check_fast_recipe(self)
 
     @property
     def center_crop(self) -> bool:
@@ -138,6 +114,13 @@ class TrainConfig:
         return data
 
 
+def genotype_model(genotype: object) -> str:
+    """The model (trainer/models.py's MODEL_FAMILIES name) that builds a network genotype: its
+    space's name ("convnet", "nasnet_macro"), "genotype" for NASNet cells."""
+    space = space_of(genotype)
+    return "genotype" if space == "nasnet" else space
+
+
 def config_from_saved(saved: dict[str, Any], **changes: Any) -> TrainConfig:
     """The TrainConfig of a model_dir's train_config.json, with `changes`. A file written before the
     flag vocabulary was unified (`reduction_size`, `lr`, `num_cells` counting all normal cells) is
@@ -149,6 +132,6 @@ def config_from_saved(saved: dict[str, Any], **changes: Any) -> TrainConfig:
         saved["num_cells"] = saved["num_cells"] // 3
     fields = {f.name for f in dataclasses.fields(TrainConfig)}
     values = {k: v for k, v in saved.items() if k in fields}
-    values["genotype"] = nasnet_genotype_from_json(saved["genotype"]) if saved.get("genotype") else None
+    values["genotype"] = genotype_from_json(saved["genotype"]) if saved.get("genotype") else None
     values["lr_decay_epochs"] = tuple(values["lr_decay_epochs"])
     return TrainConfig(**{**values, **changes})

@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from evolution import SearchAlgorithm, resume
-from searchspace import MacroGenotype, nasnet_genotype_from_json
+from searchspace import MacroGenotype, genotype_from_json
 from experiments import ranking
 from experiments.comparison import choose
 from experiments.layout import CONFIG, JOURNAL, PLAN, RESULT
@@ -33,7 +33,7 @@ from experiments.noise import wilson_interval
 from experiments.resources import trial_resources
 from experiments.targets import parse_column, to_targets
 from core import storage
-from core.train_config import PROGRESS, TrainConfig, config_from_saved
+from core.train_config import PROGRESS, TrainConfig, config_from_saved, genotype_model
 
 RESULT_KEY = "promote_result"  # the trial's result.json, as JSON text in its Tune report
 COMPARISON_COLUMNS = [
@@ -106,7 +106,7 @@ def top_genotypes(search_dir: str, k: int) -> list[PlannedModel]:
     by_rank = chosen if len(algorithm.goals) <= 1 else ranking.ranked(algorithm, among=chosen)  # a front's: spread
     rank = {tid: i + 1 for i, tid in enumerate(by_rank)}
     return [PlannedModel(name=f"{prefix}-trial{tid}", kind="searched",
-                         model="nasnet_macro" if isinstance(algorithm.trials[tid].genotype, MacroGenotype) else "genotype",
+                         model=genotype_model(algorithm.trials[tid].genotype),
                          genotype=algorithm.trials[tid].genotype.to_json(), search_trial_id=tid,
                          search_rank=rank[tid],
                          search_val_accuracy=_search_accuracy(ranking.result_of(algorithm, tid),
@@ -122,7 +122,7 @@ def at_given_size(config: PromoteConfig, m: PlannedModel) -> PlannedModel:
     given = {sizes[k]: config.recipe[k] for k in config.size_flags if k in sizes}
     if m.model != "nasnet_macro" or not given:
         return m
-    return dataclasses.replace(m, genotype=nasnet_genotype_from_json(m.genotype).resized(**given).to_json())
+    return dataclasses.replace(m, genotype=genotype_from_json(m.genotype).resized(**given).to_json())
 
 
 def macro_searches(search_dirs: tuple[str, ...]) -> bool:
@@ -156,7 +156,7 @@ def plan_models(config: PromoteConfig) -> list[PlannedModel]:
         sized = []
         for m in planned:
             try:
-                filters, params = match_filters(spec(m.model, nasnet_genotype_from_json(m.genotype)), target,
+                filters, params = match_filters(spec(m.model, genotype_from_json(m.genotype)), target,
                                                 MATCH_TOLERANCE)
             except ValueError as err:
                 raise ValueError(f"--match_params={config.match_params} ({target:,} parameters), {m.name}: {err}") \
@@ -186,7 +186,7 @@ def default_match_params(output_dir: str, baselines: tuple[str, ...], searched: 
 
 
 def model_config(config: PromoteConfig, m: PlannedModel) -> TrainConfig:
-    genotype = nasnet_genotype_from_json(m.genotype) if m.genotype else None
+    genotype = genotype_from_json(m.genotype) if m.genotype else None
     changes = {"filters": m.filters} if m.filters else {}
     if m.filters and isinstance(genotype, MacroGenotype):  # a macro genotype's F is its own: sized, it is another genotype
         genotype, changes = genotype.resized(filters=m.filters), {}

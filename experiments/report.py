@@ -335,10 +335,10 @@ def _cell_sections(searches: list[SearchRun], promotes: list[PromoteRun], body: 
                    notes: list[str]) -> None:
     """Each search's best trials, and every best cell drawn once under all its names."""
     from experiments.cell_graph import GraphvizMissing
-    from searchspace import NasNetGenotype, nasnet_genotype_from_json
+    from searchspace import NasNetGenotype, genotype_from_json
 
     named = [(f"{r.name}: trial {tid}", g) for r in searches for tid, g in r.genotypes.items()]
-    named += [(f"{r.name}: {name}", nasnet_genotype_from_json(g)) for r in promotes for name, g in r.genotypes.items()]
+    named += [(f"{r.name}: {name}", genotype_from_json(g)) for r in promotes for name, g in r.genotypes.items()]
     cells: dict[str, tuple[list[str], Any]] = {}  # one drawing per genotype, all its names
     for title, genotype in named:
         cells.setdefault(genotype.key(), ([], genotype))[0].append(title)

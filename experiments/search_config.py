@@ -22,8 +22,8 @@ from evolution.repeats import REPEATS
 from evolution.rungs import RUNG_RULES, Rungs
 from experiments.layout import CONFIG, JOURNAL
 from experiments.settings import FREE, JOURNAL as BY_JOURNAL, changed_settings
-from searchspace import NasNetMacroSpace, SearchSpace, space_from_config
-from core.proxy_config import PRECISIONS, PROXY_DATASETS, ProxyConfig, check_proxy
+from searchspace import NasNetMacroSpace, SearchSpace, convnet_space, space_from_config
+from core.proxy_config import PRECISIONS, PROXY_DATASETS, PROXY_RENAMED, ProxyConfig, check_proxy
 from core.storage import read_json, write_json
 
 SEARCH_RUNG_RULES = tuple(name for name, rule in RUNG_RULES.items() if not rule.pauses)  # a paused trial: not via Tune
@@ -63,6 +63,7 @@ PROXY_FLAGS = {  # how ProxyConfig's fields are flags of `amoeba search`
     "skip": ("threads", "tpu"),  # set per trial from its resources
     "free": ("timeout_s", "hang_grace_s", "threads", "tpu"),  # a rerun may give a trial more time or threads
     "resolve": {"image_size": lambda proxy: proxy.input_size},  # 0 and the dataset's own size are the same
+    "renamed": PROXY_RENAMED,  # a saved search's old names, read as today's
 }
 
 
@@ -84,7 +85,10 @@ class SearchConfig:
     proxy_space: str = _algo("nasnet", "What the proxy trainer searches: nasnet, the paper's cells in a network of "
                                        "--num_cells and --filters; nasnet_macro, the cells and the network around them "
                                        "(cells per stack, F, blocks, reduction, input projection; "
-                                       "searchspace/nasnet_macro.py).", flag="space", choices=("nasnet", "nasnet_macro"),
+                                       "searchspace/nasnet_macro.py); convnet, plain conv nets that hold airbench94 and "
+                                       "ResNet-9 (stem, activation, stage widths, convs, residuals, head; "
+                                       "searchspace/convnet.py).", flag="space",
+                             choices=("nasnet", "nasnet_macro", "convnet"),
                              api=False)
     ops: tuple[str, ...] = _algo((), "The ops a cell may use, from searchspace/ops.py's table (default: the paper's "
                                      "8), e.g. none,max_pool_3x3,conv_1x1,plain_conv_3x3,sep_conv_3x3.", api=False)
@@ -213,6 +217,10 @@ class SearchConfig:
             if tpu_lacks:
                 raise ValueError(f"{', '.join(tpu_lacks)}: TPU trials train through Keras's fit, which measures "
                                  "no latency or step time and has no time budget yet")
+            recipe = proxy.fast_recipe_changes()
+            if recipe:
+                raise ValueError(f"{', '.join(recipe)}: TPU trials train the proxy's plain recipe through Keras's "
+                                 "fit (SGD with Nesterov momentum, warm-up and cosine) and none of the fast one yet")
         if proxy.train_seconds and proxy.timeout_s and proxy.train_seconds >= 0.8 * proxy.timeout_s:
             raise ValueError(f"train_seconds: {proxy.train_seconds:g} s leaves no room under the trial timeout "
                              f"of {proxy.timeout_s:g} s (--trial_timeout_s); raise it or train shorter")
@@ -256,6 +264,10 @@ class SearchConfig:
         ops = {"ops": list(self.ops)} if self.ops else {}
         if self.proxy_space == "nasnet_macro":
             return NasNetMacroSpace(max_blocks=self.num_blocks, **ops)
+        if self.proxy_space == "convnet":
+            if self.ops:
+                raise ValueError("ops: the ops of cells; the convnet space has none (its convs are 3x3)")
+            return convnet_space(self.proxy.input_size)
         return space_from_config({"name": "nasnet", "num_blocks": self.num_blocks, **ops})
 
     def new_algorithm(self, journal_path: str | None = None, journal_lock: JournalLock | None = None

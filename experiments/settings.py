@@ -211,6 +211,8 @@ def changed_settings(cls: type, saved: Mapping[str, Any], now: Any, _prefix: str
 def _changed_nested(cls: type, nested: Mapping[str, Any], saved: Mapping[str, Any] | Any, now: Any,
                     prefix: str) -> list[str]:
     saved = saved if isinstance(saved, Mapping) else dataclasses.asdict(saved)
+    renamed = nested.get("renamed", {})  # a field saved under its old name
+    saved = {renamed.get(k, k): v for k, v in saved.items()}
     known = {f.name for f in dataclasses.fields(cls)}
     before = build(cls, {k: v for k, v in saved.items() if k in known})
     free = set(nested.get("free", ()))

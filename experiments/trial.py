@@ -193,7 +193,7 @@ def run_trial(config: dict[str, Any], proxy: dict[str, Any], space: dict[str, An
 def clear_progress(state_dir: str | None) -> None:
     """Remove the progress file a trial's earlier run left in its state dir (a re-issued or retried
     trial), first thing: the search's progress line showed that dead run's step until the new
-    run's training wrote its own (trainer/candidate_loop.py StepProgress)."""
+    run's training wrote its own (core/trial_state.py StepProgress)."""
     from core.train_config import PROGRESS
 
     if state_dir:

@@ -11,6 +11,7 @@ import random
 from typing import Any, Protocol
 
 from searchspace.choice import ChoiceGenotype, ChoiceSpace
+from searchspace.convnet import CONVNET_REFERENCES, ConvNetGenotype, ConvNetSpace, Stage, convnet_space
 from searchspace.nasbench201 import NasBench201Genotype, NasBench201Space
 from searchspace.nasnet import Block, Cell, NasNetGenotype, NasNetSpace, make_cell
 from searchspace.nasnet_macro import Macro, MacroGenotype, NasNetMacroSpace
@@ -83,15 +84,25 @@ class SearchSpace(Protocol):
 
 
 SPACES: dict[str, type] = {"nasnet": NasNetSpace, "nasnet_macro": NasNetMacroSpace, "nasbench201": NasBench201Space,
-                           "choice": ChoiceSpace}
+                           "choice": ChoiceSpace, "convnet": ConvNetSpace}
 
 
-def nasnet_genotype_from_json(data: Any) -> NasNetGenotype:
-    """The genotype of a NASNet-style JSON document (a search's best_genotype.json, a promote plan's
-    entry): a MacroGenotype when it has a "macro" part, else a NasNetGenotype."""
+def genotype_from_json(data: Any) -> NasNetGenotype | ConvNetGenotype:
+    """The genotype of a network's JSON document (a search's best_genotype.json, a promote plan's
+    entry, a train_config.json's): a ConvNetGenotype for `"space": "convnet"`, a MacroGenotype when
+    it has a "macro" part, else a NasNetGenotype."""
+    if isinstance(data, dict) and data.get("space") == "convnet":
+        return ConvNetGenotype.from_json(data)
     if isinstance(data, dict) and "macro" in data:
         return MacroGenotype.from_json(data)
     return NasNetGenotype.from_json(data)
+
+
+def space_of(genotype: Any) -> str:
+    """The name of the built-in space a network genotype is of: convnet, nasnet_macro or nasnet."""
+    if isinstance(genotype, ConvNetGenotype):
+        return "convnet"
+    return "nasnet_macro" if isinstance(genotype, MacroGenotype) else "nasnet"
 
 
 def register_space(space_class: type, name: str | None = None) -> None:
@@ -174,9 +185,12 @@ def space_from_config(config: dict[str, Any], recorded: bool = False) -> SearchS
 
 __all__ = [
     "Block",
+    "CONVNET_REFERENCES",
     "Cell",
     "ChoiceGenotype",
     "ChoiceSpace",
+    "ConvNetGenotype",
+    "ConvNetSpace",
     "Genotype",
     "Macro",
     "MacroGenotype",
@@ -185,10 +199,13 @@ __all__ = [
     "NasNetGenotype",
     "NasNetMacroSpace",
     "NasNetSpace",
+    "Stage",
+    "convnet_space",
     "SPACES",
     "SearchSpace",
     "make_cell",
-    "nasnet_genotype_from_json",
+    "genotype_from_json",
     "register_space",
+    "space_of",
     "space_from_config",
 ]

@@ -141,7 +141,7 @@ class NasNetGenotype:
     @classmethod
     def from_json(cls, data: Any) -> "NasNetGenotype":
         """Parse `to_json()` output; a malformed document raises ValueError naming the field
-        (searchspace.nasnet_genotype_from_json also reads a MacroGenotype's)."""
+        (searchspace.genotype_from_json also reads a MacroGenotype's and a ConvNetGenotype's)."""
         return cls(*cls.cells_from_json(data))
 
     @staticmethod

@@ -76,8 +76,8 @@ def test_lookahead_averages_every_k_steps_with_a_cubic_decay_and_ends_on_the_ave
     np.testing.assert_allclose(lookahead.average[0].numpy(), average, rtol=1e-6)
 
 
-def test_airbench_augmentation_translates_by_reflection_and_flips_by_the_images_bit_and_the_epoch():
-    from trainer.records import _airbench_augment, _flip_bit
+def testairbench_augmentation_translates_by_reflection_and_flips_by_the_images_bit_and_the_epoch():
+    from trainer.records import airbench_augment, _flip_bit
 
     image = tf.reshape(tf.range(6 * 6 * 3, dtype=tf.float32), [6, 6, 3])
     padded = tf.pad(image, [[2, 2], [2, 2], [0, 0]], mode="REFLECT").numpy()
@@ -85,13 +85,13 @@ def test_airbench_augmentation_translates_by_reflection_and_flips_by_the_images_
     seen = set()
     for i in range(40):
         seed = tf.constant([i, 7], tf.int64)
-        plain = _airbench_augment(image, seed, tf.constant(0), tf.constant(0)).numpy()
+        plain = airbench_augment(image, seed, tf.constant(0), tf.constant(0)).numpy()
         offset = next(k for k, w in enumerate(windows) if np.array_equal(w, plain))  # a reflect translation
         seen.add(offset)
-        np.testing.assert_array_equal(_airbench_augment(image, seed, tf.constant(0), tf.constant(1)).numpy(),
+        np.testing.assert_array_equal(airbench_augment(image, seed, tf.constant(0), tf.constant(1)).numpy(),
                                       plain[:, ::-1])  # the next epoch: mirrored
-        np.testing.assert_array_equal(_airbench_augment(image, seed, tf.constant(1), tf.constant(1)).numpy(), plain)
-        np.testing.assert_array_equal(_airbench_augment(image, seed, tf.constant(1), tf.constant(2)).numpy(),
+        np.testing.assert_array_equal(airbench_augment(image, seed, tf.constant(1), tf.constant(1)).numpy(), plain)
+        np.testing.assert_array_equal(airbench_augment(image, seed, tf.constant(1), tf.constant(2)).numpy(),
                                       plain[:, ::-1])
     assert len(seen) > 10  # translations of -2..2 pixels both ways, not one
     bits = [int(_flip_bit(tf.constant(f"image {i}"), 0)) for i in range(200)]
@@ -145,3 +145,59 @@ def test_trainer_runs_the_airbench_recipe_and_refuses_to_resume_without_its_aver
     np.testing.assert_array_equal(whitening_layer(longer.model).bias.numpy(), frozen)  # stays after a resume
     with pytest.raises(ValueError, match="trained with --lookahead_every=2: resume it with it"):
         Trainer(TrainConfig(**{**config.__dict__, "train_steps": 8, "lookahead_every": 0})).train()
+
+
+def test_the_proxy_speaks_amoeba_trains_recipe_and_checks_it_alike():
+    from core.proxy_config import ProxyConfig
+
+    fast = ProxyConfig(train_batch_size=32, lr_schedule="triangular", label_smoothing=0.2, bn_lr_factor=64.0,
+                       lookahead_every=5, eval_tta="flip", augmentation="airbench", nesterov=False)
+    assert fast.fast_recipe_changes() == ["nesterov", "lr_schedule", "label_smoothing", "bn_lr_factor",
+                                          "lookahead_every", "augmentation", "eval_tta"]
+    assert ProxyConfig().fast_recipe_changes() == []
+    for change, message in (({"label_smoothing": 1.0}, r"proxy label_smoothing: in \[0, 1\)"),
+                            ({"lr_schedule": "triangular", "lr_warmup_epochs": 1.0}, "proxy lr_schedule triangular: "
+                                                                                       "its own warm-up"),
+                            ({"lr_schedule": "triangular", "train_seconds": 5.0}, "not with --train_seconds"),
+                            ({"lr_schedule": "exponential"}, "proxy lr_schedule: unknown 'exponential'"),
+                            ({"augmentation": "inception"}, "proxy augmentation: unknown 'inception'"),
+                            ({"eval_tta": "all"}, "proxy eval_tta: unknown 'all'"),
+                            ({"bn_lr_factor": 0.0}, "proxy bn_lr_factor: must be positive")):
+        with pytest.raises(ValueError, match=message):
+            ProxyConfig(**change)
+    with pytest.raises(ValueError, match="bn_lr_factor: only with optimizer 'momentum' or 'sgd'"):
+        TrainConfig(model="resnet20", data="d", model_dir="m", num_epochs=1, bn_lr_factor=2.0)  # rmsprop's default
+
+
+def test_the_proxy_trains_digits_with_the_fast_recipe():
+    from core.proxy_config import ProxyConfig
+    from searchspace import Block, NasNetGenotype, make_cell
+    from trainer.candidate import train_candidate
+
+    cell = NasNetGenotype(make_cell([Block((0, 1), ("sep_conv_3x3", "none"))]),
+                          make_cell([Block((0, 1), ("max_pool_3x3", "none"))]))
+    proxy = ProxyConfig(epochs=3, filters=8, lr_schedule="triangular", label_smoothing=0.2, bn_lr_factor=4.0,
+                        bn_weight_decay=1e-4, lookahead_every=5, eval_tta="flip", nesterov=False)
+    metrics = train_candidate(cell, proxy)
+    assert metrics["val_accuracy"] > 0.5  # chance is 0.1
+
+
+def test_the_proxys_airbench_pipeline_flips_each_image_over_in_the_next_epoch(monkeypatch):
+    from trainer import records
+    from trainer.proxy_data import train_pipeline
+
+    monkeypatch.setattr(records, "AIRBENCH_TRANSLATE", 0)  # no translation: each view is the image or its mirror
+    x = np.random.default_rng(0).integers(0, 255, (16, 8, 8, 3), dtype=np.uint8)
+    y = np.arange(16, dtype=np.int64)  # each image its own label: found again after a shuffle
+
+    def epoch(e):
+        images, labels = next(train_pipeline(x, y, 16, seed=e, augment="airbench", epoch=e).as_numpy_iterator())
+        return {int(label): image for image, label in zip(images, labels)}
+
+    first, second = epoch(0), epoch(1)
+    pixels = x.astype(np.float32) / 127.5 - 1.0
+    flipped = [i for i in range(16) if np.allclose(first[i], pixels[i][:, ::-1])]
+    assert all(i in flipped or np.allclose(first[i], pixels[i]) for i in range(16))
+    assert 2 <= len(flipped) <= 14  # a random share mirrored in the first epoch
+    for i in range(16):
+        np.testing.assert_allclose(second[i], first[i][:, ::-1])  # every image flipped over the next

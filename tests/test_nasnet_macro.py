@@ -8,7 +8,7 @@ import random
 import pytest
 
 from experiments.search_config import SearchConfig
-from searchspace import (Macro, MacroGenotype, NasNetMacroSpace, NasNetSpace, nasnet_genotype_from_json,
+from searchspace import (Macro, MacroGenotype, NasNetMacroSpace, NasNetSpace, genotype_from_json,
                          space_from_config)
 from searchspace.nasnet import Block, make_cell
 from searchspace.nasnet_macro import MACRO_FILTERS
@@ -39,7 +39,7 @@ def test_a_macro_genotype_round_trips_through_json_with_a_canonical_key():
     data = json.loads(json.dumps(RESNET9_LIKE.to_json()))
     assert data["macro"] == {"cells_per_stack": [0, 1, 0, 1], "filters": 64, "reduction": "conv_pool",
                              "projection": "none"}
-    assert nasnet_genotype_from_json(data) == RESNET9_LIKE == SPACE.genotype_from_json(data)
+    assert genotype_from_json(data) == RESNET9_LIKE == SPACE.genotype_from_json(data)
     assert RESNET9_LIKE.key().endswith("|macro[cells=0.1.0.1;F=64;reduction=conv_pool;projection=none]")
     assert "network: 0/1/0/1 normal cells per stack, F=64" in RESNET9_LIKE.describe()
     assert RESNET9_LIKE.resized(filters=16, cells=2).macro == Macro((2, 2, 2, 2), 16, "conv_pool", "none")

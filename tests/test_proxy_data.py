@@ -32,7 +32,7 @@ def fake(tmp_path_factory) -> str:
 
 
 def proxy(data: str, **kwargs) -> ProxyConfig:
-    return ProxyConfig(dataset="prepared", data=data, batch_size=16, **kwargs)
+    return ProxyConfig(dataset="prepared", data=data, train_batch_size=16, **kwargs)
 
 
 def test_the_default_hold_out_is_a_tenth_of_the_training_split():
@@ -150,7 +150,7 @@ def test_a_new_dataset_is_one_table_entry(monkeypatch):
         "stripes", image_size=8, validation_fraction=0.25, loader="tests.test_proxy_data:load_stripes",
         num_images=64, channels=1, num_classes=2))
     monkeypatch.setattr(proxy_data, "_CACHE", {})
-    stripes = ProxyConfig(dataset="stripes", batch_size=16)
+    stripes = ProxyConfig(dataset="stripes", train_batch_size=16)
     assert check_proxy(stripes).num_validation == 16
     data = load_proxy_data(stripes)
     assert data.x_train.shape == (48, 8, 8, 1) and data.x_val.shape == (16, 8, 8, 1) and data.num_classes == 2

@@ -52,9 +52,12 @@ def test_a_search_made_before_the_data_settings_existed_still_resumes(tmp_path):
     config = SearchConfig(output_dir=str(tmp_path), population_size=4, sample_size=2)
     open_search(config).close()
     saved = json.loads((tmp_path / "search_config.json").read_text())
-    for name in ("data", "image_size", "validation_images", "train_images", "train_seconds", "target_clock"):
+    for name in ("data", "image_size", "validation_images", "train_images", "train_seconds", "target_clock",
+                 "lr_schedule", "label_smoothing", "eval_tta"):
         del saved["proxy"][name]  # as an older amoeba-nas wrote it
     saved["proxy"]["max_params"] = 0  # a setting since moved out of the proxy
+    for old, new in (("batch_size", "train_batch_size"), ("warmup_epochs", "lr_warmup_epochs")):
+        saved["proxy"][old] = saved["proxy"].pop(new)  # its names before they were amoeba train's
     (tmp_path / "search_config.json").write_text(json.dumps(saved))
     journal = (tmp_path / "journal.jsonl").read_text().splitlines()
     start = json.loads(journal[0])
@@ -64,10 +67,14 @@ def test_a_search_made_before_the_data_settings_existed_still_resumes(tmp_path):
     open_search(dataclasses.replace(config, proxy=ProxyConfig(image_size=8))).close()  # digits' own size
     with pytest.raises(ValueError, match="proxy image_size: 8 before, 16 now"):
         open_search(dataclasses.replace(config, proxy=ProxyConfig(image_size=16)))
+    with pytest.raises(ValueError, match="proxy train_batch_size: 64 before, 32 now"):  # the old name read
+        open_search(dataclasses.replace(config, proxy=ProxyConfig(train_batch_size=32)))
 
 
 @pytest.mark.parametrize("settings, message", [
     ({"tpus_per_trial": 4, "max_latency_ms": 5.0}, "max_latency_ms: TPU trials"),
+    ({"tpus_per_trial": 4, "proxy": ProxyConfig(label_smoothing=0.1, lookahead_every=5)},
+     "label_smoothing, lookahead_every: TPU trials train the proxy's plain recipe"),
     ({"proxy": ProxyConfig(train_seconds=800)}, "train_seconds: 800 s leaves no room under the trial timeout of 900 s"),
     ({"rungs": (1, 3), "proxy": ProxyConfig(train_seconds=60)}, "replaces --rungs"),
     ({"rungs": (1, 3), "proxy": ProxyConfig(target_accuracy=0.7, target_seconds=60)}, "replaces --rungs"),
@@ -162,9 +169,11 @@ OLD_FLAGS = (  # `amoeba search`'s flags before they came from the fields: each 
 def test_every_search_flag_comes_from_a_field_and_keeps_its_name():
     from experiments.commands import search
 
+    from core.proxy_config import PROXY_RENAMED
+
     assert set(OLD_FLAGS) <= set(search.FLAGS)
     assert {s.flag for s in search.SETTINGS} == set(search.FLAGS) - {"help", "helpshort", "helpfull", "helpxml",
-                                                                     "flagfile", "undefok", "?"}
+                                                                     "flagfile", "undefok", "?"} - set(PROXY_RENAMED)
 
 
 def test_a_new_setting_is_one_field_and_so_a_flag_a_keyword_and_compared_on_resume(tmp_path):
@@ -341,3 +350,16 @@ def test_a_stopped_search_whose_ray_died_with_the_signal_ends_at_once_with_its_l
         signal.getsignal(signal.SIGINT)(signal.SIGINT, None)
     ray_dead.set()  # the search ended as it does, then shut its Ray down: not a death to end on
     assert not ended.wait(0.1) and capsys.readouterr().err == ""
+
+
+def test_the_proxys_old_flag_names_still_work_with_a_warning(tmp_path, capsys):
+    from absl import flags
+
+    from experiments.commands.search import config_from_flags, define_search_flags
+
+    values = flags.FlagValues()
+    settings = define_search_flags(values)
+    values(["amoeba", f"--output_dir={tmp_path}", "--batch_size=32", "--warmup_epochs=0.5", "--label_smoothing=0.1"])
+    config = config_from_flags(values, settings)
+    assert (config.proxy.train_batch_size, config.proxy.lr_warmup_epochs, config.proxy.label_smoothing) == (32, 0.5, 0.1)
+    assert "--batch_size is deprecated; use --train_batch_size" in capsys.readouterr().err

@@ -23,7 +23,7 @@ from searchspace import MacroGenotype, NasNetGenotype, NasNetSpace
 from tests.conftest import AMOEBA, QUIET_TF, amoeba_here, wait_for_text
 
 TINY_SEARCH = ["--max_concurrent=1", "--population_size=3", "--sample_size=2", "--epochs=1",
-               "--filters=4", "--num_blocks=2", "--batch_size=64"]
+               "--filters=4", "--num_blocks=2", "--train_batch_size=64"]
 
 
 @pytest.mark.integration
@@ -115,7 +115,7 @@ def test_config_errors_fail_at_once_without_a_journal(tmp_path):
         (["--initial=amoebanet_a", "--num_blocks=2"],
          "initial[0]: not a genotype of the nasnet space: normal cell: 5 blocks, this space's cells have 2"),
         (["--rungs=1,x"], "rungs: ['1', 'x'] are not whole numbers"),
-        (["--initial=amoebanet_z"], "initial: 'amoebanet_z': neither a reference name (amoebanet_a, amoebanet_d, nasnet_a)"),
+        (["--initial=amoebanet_z"], "initial: 'amoebanet_z': neither a reference name (airbench94, amoebanet_a, amoebanet_d, nasnet_a, resnet9)"),
         (["--upload_to=/tmp/not-gcs"], "upload_to: must be a gs://"),
     ]:
         result = amoeba_here("search", f"--output_dir={out}", *flags, check=False)
@@ -167,7 +167,7 @@ def test_a_hung_candidate_fails_as_a_timeout_and_the_breaker_stops_the_search_un
 def test_a_second_driver_is_refused_and_a_search_sigkilled_mid_rung_resumes(tmp_path, shared_ray):
     out = str(tmp_path / "killed")
     journal = os.path.join(out, "journal.jsonl")
-    rungs = ["--rungs=1,2", "--reduction_factor=2", "--batch_size=32"]  # 44 steps an epoch: time to kill
+    rungs = ["--rungs=1,2", "--reduction_factor=2", "--train_batch_size=32"]  # 44 steps an epoch: time to kill
     # seed 3: trial 1 goes on to rung 2 (trial 0 is stopped at rung 1), so the kill comes early
     macro = ["--space=nasnet_macro", "--ops=none,max_pool_3x3,conv_1x1,plain_conv_3x3"]  # the network searched too
     search = ["search", f"--output_dir={out}", "--max_trials=4", "--seed=3", *TINY_SEARCH, *rungs, *macro]

@@ -69,13 +69,13 @@ def test_the_clock_starts_once_the_training_pipeline_is_built_as_promotes_does(m
     clock = Clock()
     monkeypatch.setattr(candidate_loop, "time", clock)
 
-    def built_in_5_s(*args) -> list:
+    def built_in_5_s(*args, **kwargs) -> list:
         clock.now += 5.0
         return []
 
     monkeypatch.setattr(candidate_loop, "train_pipeline", built_in_5_s)
     run = ProxyTraining.__new__(ProxyTraining)  # the loop's state without a network
-    run.proxy, run.ends, run.total_steps, run.timed, run.stopped = PROXY, [1], None, False, False
+    run.proxy, run.ends, run.total_steps, run.timed, run.stopped, run.recipe = PROXY, [1], None, False, False, None
     run.steps_per_epoch, run.data = 4, SimpleNamespace(x_train=[], y_train=[])
     run.schedule = SimpleNamespace(steps=SimpleNamespace(assign=lambda value: None))
     run.optimizer = SimpleNamespace(iterations=SimpleNamespace(assign=lambda value: None))

@@ -217,7 +217,7 @@ def test_the_progress_file_says_tracing_then_follows_the_step_inside_one_long_lo
 
 
 def test_label_smoothing_spreads_that_share_of_each_label_over_all_classes():
-    from trainer.train import per_example_loss
+    from trainer.fast_recipe import per_example_loss
 
     logits = tf.constant([[2.0, 0.0]])
     log_p = tf.nn.log_softmax(logits)[0].numpy()

@@ -99,7 +99,7 @@ def test_a_timed_candidate_fixes_its_step_count_and_a_slow_one_is_measured_untra
 
 def test_a_time_to_accuracy_candidate_stops_at_the_target_and_a_miss_ranks_after_every_hit():
     hit = train_candidate(TINY, ProxyConfig(epochs=20, filters=8, target_accuracy=0.3, target_seconds=60,
-                                            epochs_per_eval=0.5, weight_decay=5e-4, warmup_epochs=0.5))
+                                            epochs_per_eval=0.5, weight_decay=5e-4, lr_warmup_epochs=0.5))
     assert hit["best_val_accuracy"] >= hit["val_accuracy"] >= 0.3 and hit["epochs"] < 20  # stopped early
     assert hit["seconds_to_target"] == hit["time_to_target_s"] < 60  # evaluations counted: tests/test_time_to_target.py
     assert hit["evaluations"] == round(hit["epochs"] / 0.5) and hit["train_steps"] % 11 == 0  # 22 steps an epoch
@@ -122,7 +122,7 @@ def test_the_strategy_path_of_tpu_trials_trains_the_one_device_recipe_with_decay
     from trainer.candidate_strategy import _compiled_network
     from trainer.fused_optimizer import RestartingCosine
 
-    proxy = ProxyConfig(epochs=4, filters=4, weight_decay=5e-4, warmup_epochs=0.3)
+    proxy = ProxyConfig(epochs=4, filters=4, weight_decay=5e-4, lr_warmup_epochs=0.3)
     data = load_proxy_data(proxy)  # 1437 training images: 22 steps an epoch, a warm-up of 6.6
     model, _ = _compiled_network(TINY, proxy, data, tf.distribute.get_strategy(), "nasnet")
     kernels = [v for v in model.trainable_variables if len(v.shape) > 1]
@@ -215,7 +215,7 @@ def test_a_candidate_is_built_by_the_model_family_of_its_space(monkeypatch):
     from trainer import models
 
     assert models.family_for_space("nasnet") == "genotype"
-    with pytest.raises(ValueError, match=r"space 'choice': no entry of MODEL_FAMILIES .*\['nasnet', 'nasnet_macro'\]"):
+    with pytest.raises(ValueError, match=r"space 'choice': no entry of MODEL_FAMILIES .*\['convnet', 'nasnet', 'nasnet_macro'\]"):
         candidate_size(ChoiceGenotype({"width": 7}), ProxyConfig(), space="choice")
     nasnet = build_nasnet(TINY, (8, 8, 1), 10, NasNetConfig(3, 8, "cifar"))
     assert candidate_size(TINY, ProxyConfig())["params"] == sum(int(np.prod(w.shape)) for w in nasnet.trainable_weights)

@@ -226,3 +226,14 @@ def init_from_training_data(model: keras.Model, config: Any) -> bool:
         return False
     set_whitening(model, whitening_images(config.data, config.image_size, center_crop=config.center_crop))
     return True
+
+
+def whiten_from_images(model: keras.Model, images: np.ndarray) -> bool:
+    """For a model with a whitening conv, sets it from the first WHITEN_IMAGES of `images` [N, H, W,
+    C] (uint8 pixels, taken to [-1, 1] as the pipelines do, or floats as they are: the search proxy's
+    arrays) and returns True; any other model is left alone (False)."""
+    if whitening_layer(model) is None:
+        return False
+    first = np.asarray(images[:WHITEN_IMAGES])
+    set_whitening(model, first.astype(np.float32) / 127.5 - 1.0 if first.dtype == np.uint8 else first)
+    return True

@@ -25,7 +25,8 @@ from typing import Any
 import keras
 
 from core.proxy_config import PRECISIONS, ProxyConfig
-from trainer.candidate_loop import CALIBRATION_STEPS, EVAL_BATCH, STEPS_FILE, CandidateFailed, train_on_one_device
+from trainer.candidate_loop import CALIBRATION_STEPS, EVAL_BATCH, CandidateFailed, train_on_one_device
+from core.trial_state import STEPS_FILE
 from trainer.candidate_network import LATENCY_REPEATS, batch1_latency_ms, candidate_size, inference_function
 from trainer.candidate_strategy import tpu_strategy, train_with_strategy
 from trainer.fused_optimizer import DynamicLossScale, MomentumSGD, RestartingCosine

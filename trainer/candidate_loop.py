@@ -25,9 +25,7 @@ progress file there (`StepProgress`), which the search's progress line reads.
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import time
 from typing import Any, Callable
 
@@ -35,110 +33,22 @@ import keras
 import tensorflow as tf
 
 from core.proxy_config import ProxyConfig
-from core.train_config import PROGRESS
 from trainer.candidate_network import batch1_latency_ms, inference_function, median_ms, proxy_network
-from trainer.fused_optimizer import DynamicLossScale, MomentumSGD, RestartingCosine
+from core.trial_state import StepProgress, fixed_steps, record_steps
+from trainer.candidate_step import StepRecipe, eval_step_function, train_step_function
+from trainer.fast_recipe import Lookahead, ParameterGroups
+from trainer.fused_optimizer import MomentumSGD, RestartingCosine, RestartingTriangle
 from trainer.proxy_data import eval_pipeline, train_pipeline
 from trainer.rung_state import RungPlan, restore_rung, save_rung
 from trainer.worker_setup import GRAPPLER_OFF, graph_options
 
 EVAL_BATCH = 512  # validation images per evaluation call, at most
 CALIBRATION_STEPS = 5  # steady steps whose median fixes a --train_seconds candidate's step count
-STEPS_FILE = "train_steps.json"  # in a trial's state dir: the step count it calibrated
 ALL_EPOCHS = 1 << 30  # a --train_seconds candidate's epochs: it stops at its step count
 
 
 class CandidateFailed(Exception):
     """The candidate could not be evaluated: the search records the reason and goes on."""
-
-
-def fixed_steps(state_dir: str | None) -> tuple[int | None, float | None]:
-    """The step count (and step time) a --train_seconds trial calibrated before: a re-issued trial
-    trains to it."""
-    path = state_dir and os.path.join(state_dir, STEPS_FILE)
-    if path and os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            recorded = json.load(f)
-        return int(recorded["train_steps"]), recorded.get("calibration_step_ms")
-    return None, None
-
-
-def record_steps(state_dir: str | None, steps: int, step_ms: float) -> None:
-    """Write the calibrated step count to the trial's state dir (atomically), if it has one."""
-    if state_dir:
-        os.makedirs(state_dir, exist_ok=True)
-        temp = os.path.join(state_dir, STEPS_FILE + ".tmp")
-        with open(temp, "w", encoding="utf-8") as f:
-            json.dump({"train_steps": steps, "calibration_step_ms": step_ms}, f)
-        os.replace(temp, os.path.join(state_dir, STEPS_FILE))
-
-
-class StepProgress:
-    """The trial's progress file in its state dir (core.train_config.PROGRESS, the fields `amoeba
-    promote`'s models write), what the search's progress line shows of a running trial: tracing,
-    then the step of all the trial's steps and the images per second since the last write, rewritten
-    at most every EVERY_S (and when asked). Without a state dir it writes nothing."""
-
-    EVERY_S = 2.0
-
-    def __init__(self, state_dir: str | None, batch_size: int) -> None:
-        self.path = state_dir and os.path.join(state_dir, PROGRESS)
-        self.batch_size = batch_size
-        self.last: tuple[int, float] | None = None  # the step and time of the last write
-        self._write({"phase": "tracing", "step": 0})
-
-    def update(self, step: int, total_steps: int | None, now: bool = False) -> None:
-        """After `step` (of `total_steps`, None while unknown)."""
-        t = time.perf_counter()
-        if self.last is not None and not now and t - self.last[1] < self.EVERY_S:
-            return
-        rate = self.batch_size * (step - self.last[0]) / (t - self.last[1]) if self.last and t > self.last[1] else None
-        self.last = (step, t)  # the first write's rate would be the trace's: none
-        self._write({"phase": "training", "step": step, "total_steps": total_steps, "images_per_sec": rate})
-
-    def _write(self, fields: dict[str, Any]) -> None:
-        if self.path:
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            with open(self.path + ".tmp", "w", encoding="utf-8") as f:
-                json.dump({k: v for k, v in fields.items() if v is not None}, f)
-            os.replace(self.path + ".tmp", self.path)
-
-
-def train_step_function(model: keras.Model, optimizer: MomentumSGD, precision: str, weight_decay: float = 0.0
-                        ) -> Callable:
-    """One traced training step (loss scaling under mixed_float16; with `weight_decay`, L2 on the
-    kernels as `amoeba train` has it); it returns the batch's loss, the decay excluded."""
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    loss_scale = DynamicLossScale() if precision == "mixed_float16" else None
-    kernels = [v for v in model.trainable_variables if len(v.shape) > 1]
-
-    @tf.function(autograph=False)
-    def train_step(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
-        with tf.GradientTape() as tape:
-            loss = loss_fn(y, tf.cast(model(x, training=True), tf.float32))
-            total = loss
-            if weight_decay:
-                total = loss + weight_decay * tf.add_n([tf.nn.l2_loss(tf.cast(v, tf.float32)) for v in kernels])
-            scaled = total * loss_scale.scale if loss_scale else total
-        grads = tape.gradient(scaled, model.trainable_variables)
-        if loss_scale:
-            loss_scale.apply(grads, optimizer.apply)
-        else:
-            optimizer.apply(grads)
-        return loss
-
-    return train_step
-
-
-def eval_step_function(infer: Callable[[tf.Tensor], tf.Tensor]) -> Callable:
-    """(correct, summed loss) of a weighted evaluation batch, through the shared inference trace."""
-    def eval_step(x: tf.Tensor, y: tf.Tensor, w: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        logits = tf.cast(infer(x), tf.float32)
-        correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), y), tf.float32)
-        losses = keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
-        return tf.reduce_sum(correct * w), tf.reduce_sum(losses * w)
-
-    return eval_step
 
 
 class ProxyTraining:
@@ -152,15 +62,15 @@ class ProxyTraining:
         self.targeted = proxy.target_accuracy > 0 and rungs is None
         self.total_steps, self.calibration_ms = fixed_steps(state_dir) if self.timed else (None, None)
         self.ends = list(rungs.epochs) if rungs else [ALL_EPOCHS if self.timed else proxy.epochs]
-        self.steps_per_epoch = len(data.x_train) // proxy.batch_size
-        self.schedule = RestartingCosine(proxy.learning_rate, self._schedule_steps(self.ends[0]),
-                                         hold=CALIBRATION_STEPS + 1 if self.timed else 0,
-                                         warmup=proxy.warmup_epochs * self.steps_per_epoch)
-        self.optimizer = MomentumSGD(model.trainable_variables, self.schedule, proxy.momentum)  # before the trace
-        self.train_step = train_step_function(model, self.optimizer, proxy.precision, proxy.weight_decay)
-        self.eval_step = eval_step_function(infer)
+        self.steps_per_epoch = len(data.x_train) // proxy.train_batch_size
+        self.schedule = self._schedule(model)
+        self.optimizer = MomentumSGD(model.trainable_variables, self.schedule, proxy.momentum,  # before the trace
+                                     proxy.nesterov)
+        self.recipe = self._recipe(model)
+        self.train_step = train_step_function(model, self.optimizer, proxy.precision, proxy.weight_decay, self.recipe)
+        self.eval_step = eval_step_function(infer, proxy.eval_tta)
         self.eval_batch = min(EVAL_BATCH, len(data.x_val))
-        self.progress = StepProgress(state_dir, proxy.batch_size)
+        self.progress = StepProgress(state_dir, proxy.train_batch_size)
         self.first_step_seconds = 0.0  # this call's first step: its trace
         self.step_seconds: list[float] = []  # steady steps (the first, traced one excluded)
         # --target_accuracy: evaluated every eval_steps; the curve is (seconds, evaluations included; accuracy)
@@ -170,6 +80,28 @@ class ProxyTraining:
         self.reached_s: float | None = None
         self.last_evaluation: dict[str, Any] | None = None
         self.evaluated_steps = -1
+
+    def _schedule(self, model: keras.Model) -> RestartingCosine | RestartingTriangle:
+        """The rung's learning rate: the warm-up and cosine, or airbench's triangle."""
+        proxy, steps = self.proxy, self._schedule_steps(self.ends[0])
+        if proxy.lr_schedule == "triangular":
+            return RestartingTriangle(proxy.learning_rate, steps, proxy.lr_start_factor, proxy.lr_peak_at,
+                                      proxy.lr_end_factor)
+        return RestartingCosine(proxy.learning_rate, steps, hold=CALIBRATION_STEPS + 1 if self.timed else 0,
+                                warmup=proxy.lr_warmup_epochs * self.steps_per_epoch)
+
+    def _recipe(self, model: keras.Model) -> StepRecipe | None:
+        """The fast recipe's parts of the step, or None for the plain recipe (its step as it was)."""
+        proxy = self.proxy
+        if not (proxy.label_smoothing or proxy.bn_lr_factor != 1 or proxy.bn_weight_decay or proxy.lookahead_every
+                or proxy.whiten_bias_epochs):
+            return None
+        groups = ParameterGroups(model, proxy.bn_lr_factor, proxy.bn_weight_decay,
+                                 round(proxy.whiten_bias_epochs * self.steps_per_epoch))
+        lookahead = (Lookahead(model, proxy.lookahead_every, proxy.lookahead_decay, self.schedule.steps)
+                     if proxy.lookahead_every else None)
+        return StepRecipe(self.data.num_classes, proxy.label_smoothing, groups, lookahead,
+                          tf.Variable(0, dtype=tf.int64, trainable=False))
 
     def _schedule_steps(self, epochs: int) -> int:
         return self.total_steps or self.steps_per_epoch * min(epochs, 1 << 20)
@@ -183,19 +115,34 @@ class ProxyTraining:
         clock starts once its iterator is), and again at each rung."""
         self.schedule.steps.assign(float(self._schedule_steps(self.ends[rung] - done_epochs)))
         self.optimizer.iterations.assign(0)
-        train_ds = train_pipeline(self.data.x_train, self.data.y_train, self.proxy.batch_size,
-                                  self.proxy.seed + done_epochs, self.proxy.spec.augment)
+        if self.recipe:  # the step count the whitening bias's freeze counts, and a fresh lookahead average
+            self.recipe.global_step.assign(done_epochs * self.steps_per_epoch)
+            self.recipe.groups.start()
+            if self.recipe.lookahead:
+                self.recipe.lookahead.start()
+        train_ds = self._pipeline(done_epochs, done_epochs)
         t_train = self.t_train = time.perf_counter()
         self.eval_seconds = 0.0
         deadline = t_train + self.proxy.timeout_s if self.proxy.timeout_s else math.inf
         rung_steps, train_loss = 0, math.nan
         for epoch in range(done_epochs, self.ends[rung]):
+            if self.proxy.augmentation == "airbench" and epoch > done_epochs:  # its flips follow the epoch
+                train_ds = self._pipeline(done_epochs, epoch)
             train_loss, rung_steps = self._train_epoch(train_ds, epoch, rung_steps, deadline)
             if self._steps_done(rung_steps) or self.stopped:
                 self.ends[rung] = epoch + 1
                 break
         self.progress.update(done_epochs * self.steps_per_epoch + rung_steps, self._all_steps(), now=True)
         return rung_steps, train_loss, self._trained_seconds()
+
+    def _pipeline(self, done_epochs: int, epoch: int) -> tf.data.Dataset:
+        """The training images of the rung (reshuffled each epoch), or of one epoch with airbench's
+        augmentation, whose flips follow the epoch (a dataset each, shuffled by its epoch)."""
+        proxy = self.proxy
+        airbench = proxy.augmentation == "airbench"
+        return train_pipeline(self.data.x_train, self.data.y_train, proxy.train_batch_size,
+                              proxy.seed + (epoch if airbench else done_epochs),
+                              proxy.spec.augment and proxy.augmentation, epoch=epoch, flip_key=proxy.seed)
 
     def _all_steps(self) -> int | None:
         """The steps the trial trains at most: to its last rung's end, or a --train_seconds count (None
@@ -303,7 +250,7 @@ class ProxyTraining:
         """What the trial reports after a rung (or its one training): `before` holds the size, the
         batch-1 latency and the load and setup times; `traced_here`: this rung took the first step."""
         first = self.first_step_seconds if traced_here else 0.0
-        steady_images = (rung_steps - (1 if traced_here else 0)) * self.proxy.batch_size
+        steady_images = (rung_steps - (1 if traced_here else 0)) * self.proxy.train_batch_size
         metrics = {
             "val_accuracy": evaluation["val_accuracy"],
             "validation_images": len(self.data.x_val),
@@ -371,7 +318,8 @@ def train_on_one_device(genotype: Any, proxy: ProxyConfig, data: Any, t_start: f
     `max_latency_ms` at batch 1 its size and latency only, untrained."""
     # Keras's own batch norm in 16-bit compute: the fused layer is written for float32
     model, size = proxy_network(genotype, proxy, data.input_shape, data.num_classes,
-                                fused_batch_norm=proxy.precision == "float32", space=space)
+                                fused_batch_norm=proxy.precision == "float32", space=space,
+                                train_images=data.x_train)
     infer = inference_function(model, data.input_shape)
     size.update(batch1_latency(infer, data))
     if max_latency_ms and size["latency_ms"] > max_latency_ms:

@@ -31,10 +31,10 @@ def tpu_strategy(tpu: str) -> tf.distribute.Strategy:
 
 def proxy_schedule(proxy: ProxyConfig, steps_per_epoch: int) -> keras.optimizers.schedules.LearningRateSchedule:
     """The one-device loop's learning rate (trainer/fused_optimizer.py's RestartingCosine without
-    rungs) as a Keras schedule: a linear warm-up from 0 over --warmup_epochs, then a cosine from the
+    rungs) as a Keras schedule: a linear warm-up from 0 over --lr_warmup_epochs, then a cosine from the
     peak to 0 at the last step."""
     total = steps_per_epoch * proxy.epochs
-    warmup = proxy.warmup_epochs * steps_per_epoch
+    warmup = proxy.lr_warmup_epochs * steps_per_epoch
     if not warmup:
         return keras.optimizers.schedules.CosineDecay(proxy.learning_rate, total)
     return keras.optimizers.schedules.CosineDecay(0.0, max(total - warmup, 1.0), warmup_target=proxy.learning_rate,
@@ -55,10 +55,10 @@ def _compiled_network(genotype: Any, proxy: ProxyConfig, data: Any, strategy: tf
     """The proxy network under `strategy`, compiled with the proxy recipe: SGD with Nesterov
     momentum, the warm-up and cosine, L2 weight decay (loss scaling under mixed_float16), one
     compiled call per epoch."""
-    steps_per_epoch = len(data.x_train) // proxy.batch_size
+    steps_per_epoch = len(data.x_train) // proxy.train_batch_size
     with strategy.scope():
         model, size = proxy_network(genotype, proxy, data.input_shape, data.num_classes, fused_batch_norm=False,
-                                    space=space)
+                                    space=space, train_images=data.x_train)
         decay_kernels(model, proxy.weight_decay)
         optimizer = keras.optimizers.SGD(proxy_schedule(proxy, steps_per_epoch), momentum=proxy.momentum,
                                          nesterov=True)
@@ -74,13 +74,13 @@ def train_with_strategy(genotype: Any, proxy: ProxyConfig, data: Any, strategy: 
     """The proxy recipe through Keras's fit under `strategy` (TPU trials: Keras does the
     cross-replica work that the one-device loop leaves out). Its first-step figure is the first
     epoch's."""
-    if proxy.batch_size % strategy.num_replicas_in_sync:
-        raise ValueError(f"proxy batch_size {proxy.batch_size}: must be a multiple of the "
+    if proxy.train_batch_size % strategy.num_replicas_in_sync:
+        raise ValueError(f"proxy train_batch_size {proxy.train_batch_size}: must be a multiple of the "
                          f"{strategy.num_replicas_in_sync} replicas")
     t_start = time.perf_counter()
-    steps_per_epoch = len(data.x_train) // proxy.batch_size
+    steps_per_epoch = len(data.x_train) // proxy.train_batch_size
     model, size = _compiled_network(genotype, proxy, data, strategy, space)
-    train_ds = train_pipeline(data.x_train, data.y_train, proxy.batch_size, proxy.seed, proxy.spec.augment)
+    train_ds = train_pipeline(data.x_train, data.y_train, proxy.train_batch_size, proxy.seed, proxy.spec.augment)
     epoch_ends: list[float] = []
     deadline = t_start + proxy.timeout_s if proxy.timeout_s else math.inf
 
@@ -97,8 +97,8 @@ def train_with_strategy(genotype: Any, proxy: ProxyConfig, data: Any, strategy: 
                         callbacks=[keras.callbacks.LambdaCallback(on_epoch_end=end_of_epoch)])
     train_seconds = time.perf_counter() - t_train
     t_eval = time.perf_counter()
-    val = model.evaluate(eval_pipeline(data.x_val, data.y_val, proxy.batch_size), verbose=0, return_dict=True)
-    steady_images = (steps_per_epoch * (proxy.epochs - 1)) * proxy.batch_size
+    val = model.evaluate(eval_pipeline(data.x_val, data.y_val, proxy.train_batch_size), verbose=0, return_dict=True)
+    steady_images = (steps_per_epoch * (proxy.epochs - 1)) * proxy.train_batch_size
     return {
         "val_accuracy": float(val["accuracy"]),
         "validation_images": len(data.x_val),

@@ -1,5 +1,5 @@
 """The parts of a fast recipe (airbench94's) that act on the training step itself, for
-trainer/train.py's Trainer:
+trainer/train.py's Trainer and the search proxy's loop (trainer/candidate_loop.py) alike:
 
 - `ParameterGroups`: the batch-norm parameters (scale and offset of every BatchNormalization layer)
   at `bn_lr_factor` x the learning rate, by scaling their gradients (the same thing for SGD with or
@@ -9,13 +9,15 @@ trainer/train.py's Trainer:
   shrink per step. And the whitening conv's bias (trainer/airbench.py) trained for the first
   `whiten_bias_epochs` epochs only: after each later step it is put back to its value at the last
   step it trained (exact, as airbench's `requires_grad = False`; its momentum is then never used).
+- `per_example_loss`: softmax cross-entropy with Keras's label smoothing;
 - `Lookahead`: every `lookahead_every` steps, the average `avg += (1 - d) (w - avg)` of every float
   weight of the model (BN's moving statistics too, as airbench's state_dict) with a decay d =
   `lookahead_decay` x (step / total_steps)^3, copied back into the model (w = avg); at the last step
   the model takes the average as it is (d = 1). airbench: every 5 steps, 0.95^5.
 
-Both run inside the Trainer's compiled loop, in the strategy's cross-replica context (they assign
-mirrored variables as a whole). This module must not build data, evaluate or checkpoint.
+Both run inside a compiled loop as graph ops (with or without autograph): the Trainer's, in the
+strategy's cross-replica context (they assign mirrored variables as a whole), and the proxy's.
+This module must not build data, evaluate or checkpoint.
 """
 
 from __future__ import annotations
@@ -26,6 +28,13 @@ import keras
 import tensorflow as tf
 
 from trainer.airbench import whitening_layer
+
+
+def per_example_loss(labels: tf.Tensor, logits: tf.Tensor, num_classes: int, label_smoothing: float) -> tf.Tensor:
+    """Softmax cross-entropy of integer `labels` against `logits` (float32), with Keras's label
+    smoothing: each one-hot target becomes (1 - s) x target + s / num_classes."""
+    return keras.losses.categorical_crossentropy(tf.one_hot(labels, num_classes), tf.cast(logits, tf.float32),
+                                                 from_logits=True, label_smoothing=label_smoothing)
 
 
 def batch_norm_variables(model: keras.Model) -> list[Any]:
@@ -78,20 +87,28 @@ class ParameterGroups:
 
     def after_step(self, step: tf.Tensor) -> None:
         """After the optimizer's step `step` (its 1-based count): up to freeze_at, keep the whitening
-        bias's value; after it, put that value back."""
+        bias's value; after it, put that value back. Graph ops only (traced with or without autograph)."""
         if self.whiten_bias is None:
             return
-        if step <= self.freeze_at:
-            self.frozen_bias.assign(self.whiten_bias)
-        else:
-            self.whiten_bias.assign(self.frozen_bias)
+        bias, frozen = self.whiten_bias, self.frozen_bias
+
+        def keep() -> tf.Tensor:
+            frozen.assign(bias)
+            return tf.constant(True)
+
+        def put_back() -> tf.Tensor:
+            bias.assign(frozen)
+            return tf.constant(False)
+
+        tf.cond(tf.cast(step, tf.int64) <= self.freeze_at, keep, put_back)
 
 
 class Lookahead:
-    """airbench's lookahead: an average of the model's float weights, synced every `every` steps."""
+    """airbench's lookahead: an average of the model's float weights, synced every `every` steps.
+    `total_steps`: an int, or a tf.Variable changed between calls (the proxy's rungs)."""
 
-    def __init__(self, model: keras.Model, every: int, decay: float, total_steps: int) -> None:
-        self.every, self.decay, self.total_steps = int(every), float(decay), int(total_steps)
+    def __init__(self, model: keras.Model, every: int, decay: float, total_steps: Any) -> None:
+        self.every, self.decay, self.total_steps = int(every), float(decay), total_steps
         self.weights = [w for w in model.weights if w.dtype in ("float32", "float16", "bfloat16")]
         self.average = [tf.Variable(tf.convert_to_tensor(w), trainable=False, name="lookahead")
                         for w in self.weights]
@@ -100,15 +117,24 @@ class Lookahead:
         """What a checkpoint keeps of it."""
         return {"average": self.average}
 
+    def start(self) -> None:
+        """The average restarts from the weights as they are (a proxy rung starts where the last ended:
+        the model was its average then)."""
+        for average, weight in zip(self.average, self.weights):
+            average.assign(tf.cast(weight, average.dtype))
+
+    def _sync(self, decay: tf.Tensor) -> tf.Tensor:
+        for average, weight in zip(self.average, self.weights):
+            average.assign_add((1.0 - tf.cast(decay, average.dtype)) * (tf.cast(weight, average.dtype) - average))
+            weight.assign(tf.cast(average, weight.dtype))
+        return tf.constant(True)
+
     def after_step(self, step: tf.Tensor) -> None:
         """After the optimizer's step `step` (its 1-based count): a sync when step is a multiple of
-        `every`; at the last step the model takes the average (airbench's decay of 1)."""
-        step = tf.cast(step, tf.int64)
-        if tf.equal(step % self.every, 0):
-            decay = self.decay * (tf.cast(step, tf.float32) / float(self.total_steps)) ** 3
-            for average, weight in zip(self.average, self.weights):
-                average.assign_add((1.0 - tf.cast(decay, average.dtype)) * (tf.cast(weight, average.dtype) - average))
-                weight.assign(tf.cast(average, weight.dtype))
-        if step >= self.total_steps:  # the last step: the model is the average
-            for average, weight in zip(self.average, self.weights):
-                weight.assign(tf.cast(average, weight.dtype))
+        `every` (decay x (step / total)^3); from the last step on the model is the average (airbench's
+        final decay of 1). Graph ops only (traced with or without autograph)."""
+        step = tf.cast(step, tf.float32)
+        total = tf.cast(self.total_steps, tf.float32)
+        due = tf.equal(tf.math.floormod(step, float(self.every)), 0.0)
+        tf.cond(due, lambda: self._sync(self.decay * (step / total) ** 3), lambda: tf.constant(False))
+        tf.cond(step >= total, lambda: self._sync(tf.constant(1.0)), lambda: tf.constant(False))

@@ -1,6 +1,7 @@
 """The search proxy's training update, one fused TensorFlow op per variable: SGD with Nesterov
 momentum (`MomentumSGD`), mixed_float16's dynamic loss scaling (`DynamicLossScale`) and a cosine
-learning rate that restarts at each rung (`RestartingCosine`). The optimizer's variables exist
+learning rate that restarts at each rung (`RestartingCosine`, or airbench's triangle,
+`RestartingTriangle`). The optimizer's variables exist
 before the step is traced (a step that creates variables is traced twice; benchmarks/first_step.py).
 
 This module must not build models, read data or run a training loop.
@@ -15,13 +16,14 @@ import tensorflow as tf
 
 
 class MomentumSGD:
-    """SGD with Nesterov momentum and a learning-rate schedule, Keras's update rule
-    (m = momentum * m - lr * g; w += momentum * m - lr * g), one ResourceApplyKerasMomentum op per
+    """SGD with Nesterov momentum (or plain, nesterov=False) and a learning-rate schedule, Keras's
+    update rule (m = momentum * m - lr * g; w += momentum * m - lr * g), one ResourceApplyKerasMomentum op per
     variable. Keras's own optimizer, applied inside a tf.function, kept each trial's whole step graph
     alive after the model was gone (about 130 MB per trial in a warm worker) and traces slower."""
 
-    def __init__(self, variables: list, schedule, momentum: float) -> None:
+    def __init__(self, variables: list, schedule, momentum: float, nesterov: bool = True) -> None:
         self.variables = [v.value if isinstance(v, keras.Variable) else v for v in variables]
+        self.nesterov = bool(nesterov)
         self.accumulators = [tf.Variable(tf.zeros_like(v), trainable=False) for v in self.variables]
         self.iterations = tf.Variable(0, dtype=tf.int64, trainable=False)  # steps of this schedule
         self.schedule = schedule
@@ -32,7 +34,7 @@ class MomentumSGD:
         lr = tf.cast(self.schedule(self.iterations), tf.float32)
         for var, accumulator, grad in zip(self.variables, self.accumulators, grads):
             tf.raw_ops.ResourceApplyKerasMomentum(var=var.handle, accum=accumulator.handle, lr=lr, grad=grad,
-                                                  momentum=self.momentum, use_nesterov=True)
+                                                  momentum=self.momentum, use_nesterov=self.nesterov)
         self.iterations.assign_add(1)
 
 
@@ -84,3 +86,20 @@ class RestartingCosine:
         if not self.warmup:
             return cosine
         return tf.where(step < self.warmup, self.peak * step / self.warmup, cosine)
+
+
+class RestartingTriangle:
+    """airbench's triangle (trainer/schedules.py's "triangular"): linear from `start` x `peak` at
+    step 0 up to `peak` at `peak_at` of `steps`, then down to `end` x `peak` at `steps`, flat after;
+    `steps` changeable between rungs without a retrace (each rung its own triangle)."""
+
+    def __init__(self, peak: float, steps: int, start: float, peak_at: float, end: float) -> None:
+        self.peak, self.start, self.peak_at, self.end = float(peak), float(start), float(peak_at), float(end)
+        self.steps = tf.Variable(float(steps), trainable=False)
+
+    def __call__(self, step: tf.Tensor) -> tf.Tensor:
+        step = tf.cast(step, tf.float32)
+        top = self.peak_at * self.steps
+        up = self.start + (1.0 - self.start) * step / tf.maximum(top, 1e-9)
+        down = 1.0 + (self.end - 1.0) * tf.minimum((step - top) / tf.maximum(self.steps - top, 1e-9), 1.0)
+        return self.peak * tf.where(step < top, up, down)

@@ -24,6 +24,7 @@ from trainer.flops import count_multiply_adds
 from searchspace.nasnet_macro import MacroGenotype
 from trainer.nasnet import MIN_FILTERS, STEMS, NasNetConfig, build_nasnet
 from trainer.nasnet_macro import build_nasnet_macro
+from trainer.convnet import build_convnet
 from trainer.resnet import CIFAR_BLOCKS, STAGE_BLOCKS, build_cifar_resnet, build_resnet, build_resnet9
 
 IMAGENET_STEM_MIN_SIZE = 128  # stem="auto" picks the ImageNet stem from this image size up
@@ -91,6 +92,11 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
                                                                       spec.num_classes, spec.dropout,
                                                                       spec.drop_path_keep_prob,
                                                                       spec.fused_batch_norm)),
+    "convnet": ModelFamily("Plain conv network of a convnet genotype (space convnet: airbench94 and ResNet-9 among "
+                           "them), every width times the width multiplier", nasnet=False, widths=True, space="convnet",
+                           from_data=init_from_training_data,
+                           build=lambda spec: build_convnet(spec.genotype, spec.input_shape, spec.num_classes,
+                                                            spec.width_multiplier)),
 }
 MODEL_NAMES = tuple(MODEL_FAMILIES)
 

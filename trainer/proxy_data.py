@@ -141,17 +141,30 @@ def _pad_crop_flip(image: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
     return tf.image.stateless_random_flip_left_right(cropped, flip_seed)
 
 
-def train_pipeline(x: np.ndarray, y: np.ndarray, batch_size: int, seed: int,
-                   augment: bool = False) -> tf.data.Dataset:
+def train_pipeline(x: np.ndarray, y: np.ndarray, batch_size: int, seed: int, augment: bool | str = False,
+                   epoch: int = 0, flip_key: int = 0) -> tf.data.Dataset:
     """One epoch, shuffled with `seed` (reshuffled each epoch), last partial batch dropped so every
-    step has the same shape; with `augment`, pad-crop-flip seeded per example."""
+    step has the same shape. `augment` True or "cifar": pad-crop-flip seeded per example;
+    "airbench": a translation of up to 2 pixels (reflect padding) and the alternating flip, each
+    image's flip bit drawn from its index with `flip_key`, flipped over in odd `epoch`s (one
+    dataset per epoch)."""
     if len(x) < batch_size:
         raise ValueError(f"batch_size {batch_size} is larger than the {len(x)} training images")
-    data = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=seed, reshuffle_each_iteration=True)
-    if augment:
-        seeds = tf.data.Dataset.random(seed=seed).batch(2)
+    data = tf.data.Dataset.from_tensor_slices((x, y, tf.range(len(x), dtype=tf.int64)))
+    data = data.shuffle(len(x), seed=seed, reshuffle_each_iteration=True)
+    seeds = tf.data.Dataset.random(seed=seed).batch(2)
+    if augment == "airbench":
+        def airbench(xyi: tuple, s: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+            bit = tf.cast(tf.random.stateless_uniform([], tf.stack([tf.constant(flip_key, tf.int64), xyi[2]])) < 0.5,
+                          tf.int64)
+            return records.airbench_augment(xyi[0], s, bit, tf.constant(epoch, tf.int64)), xyi[1]
+
+        data = tf.data.Dataset.zip((data, seeds)).map(airbench, num_parallel_calls=tf.data.AUTOTUNE)
+    elif augment:
         data = tf.data.Dataset.zip((data, seeds)).map(
-            lambda xy, s: (_pad_crop_flip(xy[0], s), xy[1]), num_parallel_calls=tf.data.AUTOTUNE)
+            lambda xyi, s: (_pad_crop_flip(xyi[0], s), xyi[1]), num_parallel_calls=tf.data.AUTOTUNE)
+    else:
+        data = data.map(lambda image, label, index: (image, label))
     return (data.batch(batch_size, drop_remainder=True)
             .map(lambda images, labels: (_to_float(images), labels))
             .prefetch(tf.data.AUTOTUNE))

@@ -206,7 +206,7 @@ def _cifar_augment(image: tf.Tensor, seed: tf.Tensor, cutout: int) -> tf.Tensor:
     return _cutout(image, cutout, cutout_seed) if cutout > 0 else image
 
 
-def _airbench_augment(image: tf.Tensor, seed: tf.Tensor, flip_bit: tf.Tensor, epoch: tf.Tensor) -> tf.Tensor:
+def airbench_augment(image: tf.Tensor, seed: tf.Tensor, flip_bit: tf.Tensor, epoch: tf.Tensor) -> tf.Tensor:
     """airbench94's: reflect-pad AIRBENCH_TRANSLATE pixels a side and crop back at random (a
     translation of up to that many pixels), then the alternating flip: mirrored when the image's own
     flip bit (0 or 1, drawn once per image) differs from the epoch's parity, so a random half in the
@@ -321,7 +321,7 @@ def train_dataset(data_dir: str, batch_size: int, image_size: int, *, label_offs
             return tf.image.stateless_random_flip_left_right(image, flip_seed), label
         if augmentation == "cifar":
             return _cifar_augment(image, flip_seed, cutout), label
-        image = _airbench_augment(image, crop_seed, bit, position // num_images)  # crop_seed: unused above
+        image = airbench_augment(image, crop_seed, bit, position // num_images)  # crop_seed: unused above
         return (_cutout(image, cutout, flip_seed) if cutout > 0 else image), label
 
     seeds = tf.data.Dataset.random(seed=seed).batch(2)

@@ -28,7 +28,7 @@ from core.proxy_config import PRECISIONS
 from core.train_config import EVAL_HISTORY, PROGRESS, TrainConfig, config_from_saved
 from trainer.batch_norm import set_batch_norm
 from trainer.evaluation import averaged_weights, tta_logits
-from trainer.fast_recipe import Lookahead, ParameterGroups
+from trainer.fast_recipe import Lookahead, ParameterGroups, per_example_loss
 from trainer.export import export_model
 from trainer.models import build_model, init_from_data, model_report, model_spec, split_outputs
 from trainer.nasnet import set_training_progress
@@ -39,13 +39,6 @@ from trainer.schedules import WarmupDecay, make_optimizer
 __all__ = ["TrainConfig", "Trainer", "load_trainer", "make_strategy"]
 
 log = logging.getLogger(__name__)
-
-
-def per_example_loss(labels: tf.Tensor, logits: tf.Tensor, num_classes: int, label_smoothing: float) -> tf.Tensor:
-    """Softmax cross-entropy of integer `labels` against `logits` (float32), with Keras's label
-    smoothing: each one-hot target becomes (1 - s) x target + s / num_classes."""
-    return keras.losses.categorical_crossentropy(tf.one_hot(labels, num_classes), tf.cast(logits, tf.float32),
-                                                 from_logits=True, label_smoothing=label_smoothing)
 
 
 def make_strategy(tpu: str | None) -> tf.distribute.Strategy:

@@ -14,8 +14,8 @@ from absl import app, flags
 
 from evolution import JournalLocked
 from experiments.search import ClusterTooSmall, SearchConfig, SearchHalted, open_search, run_search, summary
-from experiments.settings import Setting, build, define_flags, flag_settings
-from core.proxy_config import DATA_DIR_DATASET
+from experiments.settings import Setting, apply_deprecated, build, define_flags, flag_settings
+from core.proxy_config import DATA_DIR_DATASET, PROXY_RENAMED
 from core.storage import is_gcs
 
 FLAGS = flags.FlagValues()
@@ -23,7 +23,7 @@ FLAGS = flags.FlagValues()
 
 def define_search_flags(values: flags.FlagValues, cls: type = SearchConfig) -> list[Setting]:
     """One flag per setting of `cls` (SearchConfig, or a subclass with more fields)."""
-    return define_flags(cls, values, module_name=__name__)
+    return define_flags(cls, values, module_name=__name__, deprecated=PROXY_RENAMED)
 
 
 SETTINGS = define_search_flags(FLAGS)
@@ -32,6 +32,7 @@ SETTINGS = define_search_flags(FLAGS)
 def config_from_flags(values: flags.FlagValues, settings: list[Setting], cls: type = SearchConfig) -> SearchConfig:
     """The search the flags describe. --data without --dataset searches on the dir; a local --data
     path is made absolute (trials run in other working dirs)."""
+    apply_deprecated(values, PROXY_RENAMED, "search")
     fields = flag_settings(settings, values, parse={"initial": lambda items: tuple(map(_initial, items))})
     proxy = fields["proxy"]
     if proxy["data"] and not values["dataset"].present:

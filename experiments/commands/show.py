@@ -1,6 +1,7 @@
 """amoeba show NAME_OR_JSON [--format=text|json|dot|svg|png --output=FILE]: a genotype, readably or drawn.
 
-NAME_OR_JSON: a reference name (amoebanet_a, amoebanet_d, nasnet_a), a JSON string, a JSON
+NAME_OR_JSON: a reference name (cells: amoebanet_a, amoebanet_d, nasnet_a; convnets: airbench94,
+resnet9), a JSON string, a JSON
 file (a genotype, or a search's best_genotype.json), or a search's output dir (its best genotype). text lists the blocks, json is the genotype's
 JSON, dot is Graphviz source of both cells, svg and png are drawn by Graphviz's `dot` (Debian's
 `graphviz` package). Written to --output, or to stdout (png needs --output).
@@ -16,8 +17,10 @@ import sys
 
 from absl import app, flags
 
-from searchspace import NasNetGenotype, nasnet_genotype_from_json
+from searchspace import CONVNET_REFERENCES, ConvNetGenotype, NasNetGenotype, genotype_from_json
 from searchspace.references import REFERENCES
+
+NAMED = {**REFERENCES, **CONVNET_REFERENCES}  # the genotypes a name gives
 
 FLAGS = flags.FlagValues()
 flags.DEFINE_enum("format", "text", ["text", "json", "dot", "svg", "png"], "What to print or draw.",
@@ -25,15 +28,15 @@ flags.DEFINE_enum("format", "text", ["text", "json", "dot", "svg", "png"], "What
 flags.DEFINE_string("output", None, "Write here instead of stdout.", flag_values=FLAGS)
 
 
-def load_genotype(text: str) -> NasNetGenotype:
+def load_genotype(text: str) -> NasNetGenotype | ConvNetGenotype:
     """A reference name, a JSON string, or a path to a JSON file; ValueError says which failed."""
-    if text in REFERENCES:
-        return REFERENCES[text]
+    if text in NAMED:
+        return NAMED[text]
     if os.path.isdir(text):  # a search's output dir: its best genotype
         best = os.path.join(text, "best_genotype.json")
         if not os.path.isfile(best):
             raise ValueError(f"{text}: a directory without best_genotype.json; give a search's output dir, "
-                             f"a genotype JSON file or a reference name ({', '.join(sorted(REFERENCES))})")
+                             f"a genotype JSON file or a reference name ({', '.join(sorted(NAMED))})")
         text = best
     if os.path.exists(text):
         with open(text, encoding="utf-8") as f:
@@ -44,13 +47,13 @@ def load_genotype(text: str) -> NasNetGenotype:
         data = json.loads(raw)
     except json.JSONDecodeError as err:
         raise ValueError(
-            f"{source}: neither a reference name ({', '.join(sorted(REFERENCES))}), "
+            f"{source}: neither a reference name ({', '.join(sorted(NAMED))}), "
             f"nor a JSON file, nor JSON ({err})"
         ) from None
     if isinstance(data, dict) and "genotype" in data:
         data = data["genotype"]
     try:
-        return nasnet_genotype_from_json(data)
+        return genotype_from_json(data)
     except ValueError as err:
         raise ValueError(f"{source}: {err}") from None
 
@@ -67,6 +70,8 @@ def main(args: list[str]) -> None:
         out: str | bytes = f"{genotype.describe()}\nkey: {genotype.key()}\n"
     elif fmt == "json":
         out = json.dumps(genotype.to_json(), indent=2) + "\n"
+    elif not isinstance(genotype, NasNetGenotype):
+        raise app.UsageError(f"--format={fmt}: only cells are drawn; show a {type(genotype).__name__} as text or json")
     else:
         from experiments.cell_graph import GraphvizMissing, genotype_dot, render
 

@@ -14,7 +14,7 @@ SUMMARY = "train a model (a searched cell, AmoebaNet, ResNet) fully on a data di
 from absl import app, flags
 
 from experiments.recipe_flags import define_recipe_flags, recipe_from_flags
-from core.train_config import TrainConfig
+from core.train_config import TrainConfig, genotype_model
 from searchspace import MacroGenotype
 
 FLAGS = flags.FlagValues()
@@ -40,7 +40,7 @@ def config_from_flags():
             genotype = load_genotype(model)
         except ValueError as err:
             raise app.UsageError(f"--model: not one of {', '.join(MODEL_NAMES)}, and {err}") from None
-        model = "genotype"
+        model = genotype_model(genotype)
         if isinstance(genotype, MacroGenotype):  # a macro genotype: its own cells per stack and F unless the flags say
             model = "nasnet_macro"
             genotype = genotype.resized(filters=FLAGS.filters if FLAGS["filters"].present else None,

@@ -1,0 +1,303 @@
+"""Plain convolutional networks as genotypes (`--space=convnet`): the space of the fast CIFAR-10 nets,
+which holds airbench94 and Page's ResNet-9 exactly (their parameters and multiply-adds: tests).
+
+A network is a stem, two to four stages, each halving the map once, and a head:
+
+- `stem`: "conv3x3", a 3x3 conv of `stem_width` filters, BN and the activation (ResNet-9's prep);
+  or "whiten2x2", airbench94's 2x2 conv without padding whose frozen kernel is the whitening of the
+  training images' 2x2 patches (2 x 4 x channels filters, their number fixed: `stem_width` is 0),
+  its bias trained, then the activation (no BN);
+- `activation` everywhere: relu, leaky_relu (as cheap on a CPU), gelu (airbench94's, exact), silu;
+- each stage: a 3x3 conv of `width` filters that need not double, and a 2x2 max pool, in the
+  network's `pool_order`: "conv_pool_bn" (conv, pool, BN, activation: airbench94's, the BN on a
+  quarter of the pixels) or "conv_bn_pool" (conv, BN, activation, pool: ResNet-9's); then `convs`
+  plain conv-BN-activation layers (airbench94: 1), then, with `residual` 2, a residual branch of two
+  (ResNet-9's x + f(x), no activation after the sum);
+- `bn_scale`: whether BN learns a scale (ResNet-9) or only its offset (airbench94);
+- head: a global `head_pool` (max or mean) and a linear layer without bias, divided by
+  `head_divisor` (airbench94: 9, ResNet-9: 8).
+Convs have no bias. trainer/convnet.py builds the network. A mutation changes one choice (ordinal
+ones by one step); the key is canonical. Pure Python: no TensorFlow, Ray or global random state.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+SPACE_NAME = "convnet"
+STEMS = ("conv3x3", "whiten2x2")
+ACTIVATIONS = ("relu", "leaky_relu", "gelu", "silu")  # Keras's names
+POOL_ORDERS = ("conv_pool_bn", "conv_bn_pool")
+HEAD_POOLS = ("max", "mean")
+HEAD_DIVISORS = (1, 8, 9)
+RESIDUALS = (0, 2)
+STEM_WIDTHS = (16, 24, 32, 48, 64, 96, 128)
+STAGE_WIDTHS = (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+STAGE_COUNTS = (2, 3, 4)
+MAX_CONVS = 2
+
+
+def _whole(value: Any, name: str, least: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        raise ValueError(f"convnet, {name}: a whole number of {least} or more, got {value!r}")
+    return value
+
+
+def _one_of(value: Any, name: str, known: tuple) -> Any:
+    if value not in known or isinstance(value, bool) != isinstance(known[0], bool):
+        raise ValueError(f"convnet, {name}: unknown {value!r}; known: {list(known)}")
+    return value
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One resolution: a conv of `width` and the 2x2 max pool, `convs` more convs, a residual branch."""
+
+    width: int
+    convs: int = 0
+    residual: int = 0
+
+    def __post_init__(self) -> None:
+        _whole(self.width, "stage width", 1)
+        _whole(self.convs, "stage convs", 0)
+        _one_of(self.residual, "stage residual", RESIDUALS)
+
+    def key(self) -> str:
+        return f"{self.width}c{self.convs}r{self.residual}"
+
+    def to_json(self) -> dict[str, int]:
+        return {"width": self.width, "convs": self.convs, "residual": self.residual}
+
+
+@dataclass(frozen=True)
+class ConvNetGenotype:
+    """A plain conv network (the module docstring says what each field means); frozen, validated."""
+
+    stem: str
+    stem_width: int
+    activation: str
+    stages: tuple[Stage, ...]
+    pool_order: str = "conv_pool_bn"
+    bn_scale: bool = False
+    head_pool: str = "max"
+    head_divisor: int = 1
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stages", tuple(self.stages))
+        _one_of(self.stem, "stem", STEMS)
+        if self.stem == "whiten2x2" and self.stem_width != 0:
+            raise ValueError(f"convnet, stem_width: 0 with stem whiten2x2 (its width is the data's), got {self.stem_width!r}")
+        if self.stem == "conv3x3":
+            _whole(self.stem_width, "stem_width", 1)
+        _one_of(self.activation, "activation", ACTIVATIONS)
+        if not self.stages or not all(isinstance(s, Stage) for s in self.stages):
+            raise ValueError("convnet, stages: one or more")
+        _one_of(self.pool_order, "pool_order", POOL_ORDERS)
+        if not isinstance(self.bn_scale, bool):
+            raise ValueError(f"convnet, bn_scale: true or false, got {self.bn_scale!r}")
+        _one_of(self.head_pool, "head_pool", HEAD_POOLS)
+        _whole(self.head_divisor, "head_divisor", 1)
+
+    def key(self) -> str:
+        stem = self.stem if self.stem == "whiten2x2" else f"{self.stem}x{self.stem_width}"
+        stages = ".".join(s.key() for s in self.stages)
+        return (f"convnet[stem={stem};act={self.activation};stages={stages};order={self.pool_order};"
+                f"bn_scale={int(self.bn_scale)};head={self.head_pool}/{self.head_divisor}]")
+
+    def __str__(self) -> str:
+        return self.key()
+
+    def describe(self) -> str:
+        stem = ("2x2 whitening conv" if self.stem == "whiten2x2" else f"3x3 conv of {self.stem_width}")
+        stages = "; ".join(f"{s.width} wide, {1 + s.convs} conv{'s' if s.convs else ''}"
+                           f"{', residual of 2' if s.residual else ''}" for s in self.stages)
+        return (f"convnet: stem {stem}, {self.activation}; stages: {stages} ({self.pool_order}, BN "
+                f"{'with' if self.bn_scale else 'without'} scale); head: global {self.head_pool} pool, linear / "
+                f"{self.head_divisor}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"space": SPACE_NAME, "stem": self.stem, "stem_width": self.stem_width, "activation": self.activation,
+                "stages": [s.to_json() for s in self.stages], "pool_order": self.pool_order,
+                "bn_scale": self.bn_scale, "head_pool": self.head_pool, "head_divisor": self.head_divisor}
+
+    @classmethod
+    def from_json(cls, data: Any) -> "ConvNetGenotype":
+        if not isinstance(data, dict) or data.get("space") != SPACE_NAME:
+            raise ValueError(f"convnet genotype: a JSON object with \"space\": \"{SPACE_NAME}\"")
+        fields = {"stem", "stem_width", "activation", "stages", "pool_order", "bn_scale", "head_pool", "head_divisor"}
+        unknown, missing = sorted(set(data) - fields - {"space"}), sorted(fields - set(data))
+        if unknown or missing:
+            raise ValueError(f"convnet genotype: unknown fields {unknown}, missing {missing}")
+        if not isinstance(data["stages"], list) or not all(isinstance(s, dict) for s in data["stages"]):
+            raise ValueError("convnet, stages: a list of objects (width, convs, residual)")
+        try:
+            stages = tuple(Stage(**s) for s in data["stages"])
+        except TypeError as err:
+            raise ValueError(f"convnet, stages: {err}") from None
+        return cls(**{**{k: data[k] for k in fields}, "stages": stages})
+
+    def smallest_input(self) -> int:
+        """The least image side the network takes: a pixel left after its stem and pools."""
+        return 2 ** len(self.stages) + (1 if self.stem == "whiten2x2" else 0)
+
+
+def _step(values: tuple, current: Any, rng: random.Random) -> Any:
+    """A neighbour of `current` in the ordered `values` (the nearest one when it is not there)."""
+    i = values.index(current) if current in values else min(range(len(values)), key=lambda j: abs(values[j] - current))
+    moves = [j for j in (i - 1, i + 1) if 0 <= j < len(values) and values[j] != current]
+    return values[rng.choice(moves)]
+
+
+def _other(values: tuple, current: Any, rng: random.Random) -> Any:
+    return rng.choice([v for v in values if v != current])
+
+
+def _stage_change(space: "ConvNetSpace", g: ConvNetGenotype, rng: random.Random, what: str) -> tuple[ConvNetGenotype, str]:
+    i = rng.randrange(len(g.stages))
+    stage = g.stages[i]
+    if what == "width":
+        new = replace(stage, width=_step(space.stage_widths, stage.width, rng))
+    elif what == "convs":
+        new = replace(stage, convs=_step(tuple(range(space.max_convs + 1)), stage.convs, rng))
+    else:
+        new = replace(stage, residual=_other(RESIDUALS, stage.residual, rng))
+    stages = g.stages[:i] + (new,) + g.stages[i + 1:]
+    return replace(g, stages=stages), f"stage {i} {what} {getattr(stage, what)} -> {getattr(new, what)}"
+
+
+def _stages(space: "ConvNetSpace", g: ConvNetGenotype, rng: random.Random) -> tuple[ConvNetGenotype, str]:
+    """One stage more (drawn as sampling draws one) or fewer (the last)."""
+    new = _step(space.stage_counts, len(g.stages), rng)
+    stages = g.stages[:new] + tuple(space.sample_stage(rng) for _ in range(new - len(g.stages)))
+    return replace(g, stages=stages), f"stages {len(g.stages)} -> {new}"
+
+
+def _stem(space: "ConvNetSpace", g: ConvNetGenotype, rng: random.Random) -> tuple[ConvNetGenotype, str]:
+    new = _other(space.stems, g.stem, rng)
+    width = rng.choice(space.stem_widths) if new == "conv3x3" else 0
+    return replace(g, stem=new, stem_width=width), f"stem {g.stem} -> {new}"
+
+
+def _stem_width(space: "ConvNetSpace", g: ConvNetGenotype, rng: random.Random) -> tuple[ConvNetGenotype, str]:
+    new = _step(space.stem_widths, g.stem_width, rng)
+    return replace(g, stem_width=new), f"stem_width {g.stem_width} -> {new}"
+
+
+def _choice(name: str, options: str) -> Callable[..., tuple[ConvNetGenotype, str]]:
+    def mutate(space: "ConvNetSpace", g: ConvNetGenotype, rng: random.Random) -> tuple[ConvNetGenotype, str]:
+        old = getattr(g, name)
+        new = _other(getattr(space, options), old, rng)
+        return replace(g, **{name: new}), f"{name} {old} -> {new}"
+    return mutate
+
+
+# One entry per mutation: (space, genotype, rng) -> (child, what changed); each changes the network.
+MUTATIONS: dict[str, Callable[..., tuple[ConvNetGenotype, str]]] = {
+    "stem": _stem, "stem_width": _stem_width, "activation": _choice("activation", "activations"),
+    "pool_order": _choice("pool_order", "pool_orders"), "bn_scale": _choice("bn_scale", "bn_scales"),
+    "head_pool": _choice("head_pool", "head_pools"), "head_divisor": _choice("head_divisor", "head_divisors"),
+    "stages": _stages, "width": lambda s, g, r: _stage_change(s, g, r, "width"),
+    "convs": lambda s, g, r: _stage_change(s, g, r, "convs"),
+    "residual": lambda s, g, r: _stage_change(s, g, r, "residual"),
+}
+# The space's option field that a mutation needs two or more of (the rest always have two)
+MUTATION_OPTIONS = {"stem": "stems", "activation": "activations", "pool_order": "pool_orders",
+                    "bn_scale": "bn_scales", "head_pool": "head_pools", "head_divisor": "head_divisors",
+                    "stages": "stage_counts", "width": "stage_widths", "stem_width": "stem_widths"}
+
+
+@dataclass(frozen=True)
+class ConvNetSpace:
+    """Uniform sampling of every choice; one mutation per child (identity with `identity_prob`)."""
+
+    stems: tuple[str, ...] = STEMS
+    stem_widths: tuple[int, ...] = STEM_WIDTHS
+    activations: tuple[str, ...] = ACTIVATIONS
+    pool_orders: tuple[str, ...] = POOL_ORDERS
+    bn_scales: tuple[bool, ...] = (False, True)
+    head_pools: tuple[str, ...] = HEAD_POOLS
+    head_divisors: tuple[int, ...] = HEAD_DIVISORS
+    stage_widths: tuple[int, ...] = STAGE_WIDTHS
+    stage_counts: tuple[int, ...] = STAGE_COUNTS
+    max_convs: int = MAX_CONVS
+    identity_prob: float = 0.05
+    name: str = field(default=SPACE_NAME, init=False)
+
+    def __post_init__(self) -> None:
+        known = {"stems": STEMS, "activations": ACTIVATIONS, "pool_orders": POOL_ORDERS, "bn_scales": (False, True),
+                 "head_pools": HEAD_POOLS}
+        for name in ("stems", "stem_widths", "activations", "pool_orders", "bn_scales", "head_pools",
+                     "head_divisors", "stage_widths", "stage_counts"):
+            values = tuple(getattr(self, name))
+            object.__setattr__(self, name, values)
+            if not values or len(set(values)) < len(values) or any(v not in known.get(name, values) for v in values):
+                raise ValueError(f"{name}: one or more distinct of {list(known.get(name, values))}, got {list(values)}")
+        for name in ("stem_widths", "head_divisors", "stage_widths", "stage_counts"):
+            values = getattr(self, name)
+            for value in values:
+                _whole(value, name, 1)
+            if list(values) != sorted(values):
+                raise ValueError(f"{name}: increasing, got {list(values)}")
+        _whole(self.max_convs, "max_convs", 0)
+        if not 0.0 <= self.identity_prob <= 1.0:
+            raise ValueError(f"identity_prob: in [0, 1], got {self.identity_prob}")
+
+    def to_config(self) -> dict[str, Any]:
+        return {"name": self.name, **{k: list(v) if isinstance(v, tuple) else v
+                                      for k, v in self.__dict__.items() if k != "name"}}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> "ConvNetSpace":
+        return cls(**{k: v for k, v in config.items() if k != "name"})
+
+    def genotype_from_json(self, data: Any) -> ConvNetGenotype:
+        """The genotype of `data`; a ValueError for one with more stages than the space's images take."""
+        genotype = ConvNetGenotype.from_json(data)
+        if len(genotype.stages) > max(self.stage_counts):
+            raise ValueError(f"convnet, stages: {len(genotype.stages)}, more than this space's images take "
+                             f"({max(self.stage_counts)})")
+        return genotype
+
+    def sample_stage(self, rng: random.Random) -> Stage:
+        return Stage(rng.choice(self.stage_widths), rng.randint(0, self.max_convs), rng.choice(RESIDUALS))
+
+    def sample(self, rng: random.Random) -> ConvNetGenotype:
+        stem = rng.choice(self.stems)
+        stem_width = rng.choice(self.stem_widths) if stem == "conv3x3" else 0
+        return ConvNetGenotype(stem, stem_width, rng.choice(self.activations),
+                               tuple(self.sample_stage(rng) for _ in range(rng.choice(self.stage_counts))),
+                               rng.choice(self.pool_orders), rng.choice(self.bn_scales), rng.choice(self.head_pools),
+                               rng.choice(self.head_divisors))
+
+    def mutate(self, parent: ConvNetGenotype, rng: random.Random) -> tuple[ConvNetGenotype, str]:
+        """Identity with `identity_prob`; else one of MUTATIONS, drawn uniformly among those that
+        apply (stem_width with a conv3x3 stem; a choice the space offers two or more of)."""
+        if rng.random() < self.identity_prob:
+            return parent, "identity"
+        usable = [m for m in MUTATIONS if (m not in MUTATION_OPTIONS or len(getattr(self, MUTATION_OPTIONS[m])) > 1)
+                  and (m != "stem_width" or parent.stem == "conv3x3")
+                  and (m != "convs" or self.max_convs > 0)]
+        if not usable:
+            return parent, "identity"
+        return MUTATIONS[rng.choice(usable)](self, parent, rng)
+
+
+def convnet_space(image_size: int) -> ConvNetSpace:
+    """The space for images of `image_size` pixels a side: as many stages as leave a pixel after
+    the stem (the whitening's 2x2 conv takes one) and the pools. ValueError for images too small
+    for two."""
+    counts = tuple(n for n in STAGE_COUNTS if 2 ** n + 1 <= image_size)
+    if not counts:
+        raise ValueError(f"space convnet: images of {image_size} pixels are too small for {STAGE_COUNTS[0]} stages "
+                         f"(at least {2 ** STAGE_COUNTS[0] + 1}; give a larger --image_size)")
+    return ConvNetSpace(stage_counts=counts)
+
+
+# The published nets, exactly (their parameters and multiply-adds: tests/test_convnet.py)
+AIRBENCH94 = ConvNetGenotype("whiten2x2", 0, "gelu", (Stage(64, 1), Stage(256, 1), Stage(256, 1)),
+                             "conv_pool_bn", bn_scale=False, head_pool="max", head_divisor=9)
+RESNET9 = ConvNetGenotype("conv3x3", 64, "relu", (Stage(128, 0, 2), Stage(256, 0, 0), Stage(512, 0, 2)),
+                          "conv_bn_pool", bn_scale=True, head_pool="max", head_divisor=8)
+CONVNET_REFERENCES = {"airbench94": AIRBENCH94, "resnet9": RESNET9}

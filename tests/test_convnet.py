@@ -1,0 +1,165 @@
+"""The convnet space (--space=convnet): genotypes, sampling and one mutation per child, its networks,
+which hold airbench94 and ResNet-9 exactly, and the search, train and promote paths that take them."""
+
+import collections
+import json
+import random
+
+import numpy as np
+import pytest
+
+from searchspace import CONVNET_REFERENCES, ConvNetGenotype, ConvNetSpace, Stage, convnet_space, genotype_from_json
+from searchspace.convnet import AIRBENCH94, MUTATIONS, RESNET9
+
+
+def test_a_convnet_genotype_round_trips_through_json_with_a_canonical_key():
+    for genotype in CONVNET_REFERENCES.values():
+        data = json.loads(json.dumps(genotype.to_json()))
+        assert genotype_from_json(data) == genotype == ConvNetSpace().genotype_from_json(data)
+        assert genotype_from_json(data).key() == genotype.key()
+    assert AIRBENCH94.key() == ("convnet[stem=whiten2x2;act=gelu;stages=64c1r0.256c1r0.256c1r0;order=conv_pool_bn;"
+                                "bn_scale=0;head=max/9]")
+    assert "stem 3x3 conv of 64, relu; stages: 128 wide, 1 conv, residual of 2" in RESNET9.describe()
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"stem": "conv5x5"}, "stem: unknown 'conv5x5'"),
+    ({"stem_width": 24}, "stem_width: 0 with stem whiten2x2"),
+    ({"activation": "tanh"}, "activation: unknown 'tanh'"),
+    ({"stages": []}, "stages: one or more"),
+    ({"stages": [{"width": 0, "convs": 0, "residual": 0}]}, "stage width: a whole number of 1 or more"),
+    ({"stages": [{"width": 8, "convs": 0, "residual": 1}]}, "stage residual: unknown 1"),
+    ({"stages": [{"width": 8, "depth": 1}]}, "stages: .*unexpected keyword argument 'depth'"),
+    ({"bn_scale": 1}, "bn_scale: true or false"),
+    ({"head_divisor": 0}, "head_divisor: a whole number of 1 or more"),
+    ({"colour": "red"}, r"unknown fields \['colour'\]"),
+])
+def test_a_bad_convnet_genotype_names_its_field(change, message):
+    with pytest.raises(ValueError, match=message):
+        ConvNetGenotype.from_json({**AIRBENCH94.to_json(), **change})
+
+
+def test_sampling_and_mutation_are_seeded_valid_and_change_one_thing():
+    space = ConvNetSpace()
+    assert [space.sample(random.Random(3)).key() for _ in range(2)] == [space.sample(random.Random(3)).key()] * 2
+    rng, seen = random.Random(0), collections.Counter()
+    parent = space.sample(rng)
+    for _ in range(600):
+        child, what = space.mutate(parent, rng)
+        seen[what.split(" ")[0] if not what.startswith("stage ") else what.split(" ")[2]] += 1
+        if what != "identity":
+            assert child.key() != parent.key(), what
+            assert space.genotype_from_json(child.to_json()) == child
+        parent = child
+    assert set(MUTATIONS) | {"identity"} == set(seen)  # every kind of mutation happens
+    assert space.to_config()["name"] == "convnet" and ConvNetSpace.from_config(space.to_config()) == space
+
+
+def test_the_space_for_small_images_takes_fewer_stages():
+    assert convnet_space(32).stage_counts == (2, 3, 4)
+    assert convnet_space(8).stage_counts == (2,)
+    with pytest.raises(ValueError, match="images of 4 pixels are too small"):
+        convnet_space(4)
+    with pytest.raises(ValueError, match="stages: 3, more than this space's images take"):
+        convnet_space(8).genotype_from_json(AIRBENCH94.to_json())
+    rng = random.Random(0)
+    assert all(len(convnet_space(8).sample(rng).stages) == 2 for _ in range(20))
+
+
+@pytest.mark.parametrize("name, build", [("airbench94", "airbench"), ("resnet9", "resnet9")])
+def test_the_space_holds_airbench94_and_resnet9_exactly(name, build):
+    from trainer.airbench import build_airbench
+    from trainer.convnet import build_convnet
+    from trainer.models import model_report
+    from trainer.resnet import build_resnet9
+
+    published = {"airbench": lambda: build_airbench((32, 32, 3), 10),
+                 "resnet9": lambda: build_resnet9((32, 32, 3), 10)}[build]()
+    searched = build_convnet(CONVNET_REFERENCES[name], (32, 32, 3), 10)
+    assert model_report(searched) == model_report(published)  # trainable parameters and multiply-adds
+    assert searched.count_params() == published.count_params()  # the frozen whitening kernel too
+    def kinds(model):  # ResNet-9's ReLU layers are Activation("relu") here
+        return [type(layer).__name__.replace("ReLU", "Activation") for layer in model.layers]
+
+    assert kinds(searched) == kinds(published)
+
+
+def test_a_convnet_builds_at_a_width_and_refuses_images_too_small():
+    from trainer.convnet import build_convnet
+
+    narrow = ConvNetGenotype("conv3x3", 32, "leaky_relu", (Stage(48, 2, 2), Stage(16)), "conv_bn_pool", True,
+                             "mean", 1)
+    model = build_convnet(narrow, (8, 8, 3), 4, width_multiplier=0.5)
+    assert model.get_layer("stem_conv").filters == 16 and model.get_layer("stage1_res2_conv").filters == 24
+    assert tuple(model.output.shape) == (None, 4)
+    with pytest.raises(ValueError, match="needs inputs of at least 9 pixels"):
+        build_convnet(AIRBENCH94.__class__(**{**AIRBENCH94.__dict__, "stages": AIRBENCH94.stages[:2] + (Stage(8),)}),
+                      (8, 8, 3), 10)
+
+
+def test_a_convnet_trains_whitened_from_its_data_and_resumes(tmp_path):
+    from core.train_config import TrainConfig, genotype_model
+    from trainer.airbench import pixel_kernel, whitening_layer
+    from trainer.fake_imagenet import write_fake_imagenet
+    from trainer.train import Trainer, load_trainer
+
+    data, model_dir = str(tmp_path / "data"), str(tmp_path / "m")
+    write_fake_imagenet(data, num_train=16, num_eval=8, num_classes=2, image_size=12)
+    genotype = ConvNetGenotype("whiten2x2", 0, "relu", (Stage(8, 1), Stage(8, 0, 2)), "conv_pool_bn")
+    assert genotype_model(genotype) == "convnet"
+    config = TrainConfig(model="convnet", genotype=genotype, data=data, model_dir=model_dir, train_steps=2,
+                         image_size=12, train_batch_size=8, eval_batch_size=8, augmentation="airbench",
+                         optimizer="momentum", learning_rate=0.1, iterations_per_loop=2)
+    trainer = Trainer(config)
+    kernel = whitening_layer(trainer.model).kernel.numpy()
+    assert not np.allclose(kernel, pixel_kernel(3))  # whitened from the training images
+    assert np.isfinite(trainer.train()["loss"])
+    again = load_trainer(model_dir)  # train_config.json's genotype read back
+    assert again.config.genotype == genotype
+    np.testing.assert_array_equal(whitening_layer(again.model).kernel.numpy(), kernel)
+
+
+def test_the_search_proxy_trains_a_whitened_convnet_on_digits(monkeypatch):
+    from core.proxy_config import ProxyConfig
+    from experiments.search_config import SearchConfig
+    from trainer import candidate_network
+    from trainer.airbench import pixel_kernel, whitening_layer
+    from trainer.candidate import train_candidate
+
+    space = SearchConfig(output_dir="unused", proxy_space="convnet").search_space()
+    assert space.stage_counts == (2,)  # 8x8 digits: room for two pools after the whitening conv
+    genotype = ConvNetGenotype("whiten2x2", 0, "relu", (Stage(16, 1), Stage(32)), "conv_pool_bn", head_divisor=8)
+    built, original = [], candidate_network.build_model
+    monkeypatch.setattr(candidate_network, "build_model", lambda spec: built.append(original(spec)) or built[-1])
+    metrics = train_candidate(genotype, ProxyConfig(epochs=3), space="convnet")
+    assert metrics["val_accuracy"] > 0.5 and metrics["params"] > 0
+    assert not np.allclose(whitening_layer(built[0]).kernel.numpy(), pixel_kernel(1))  # whitened from the digits
+    with pytest.raises(ValueError, match="ops: the ops of cells; the convnet space has none"):
+        SearchConfig(output_dir="unused", proxy_space="convnet", ops=("none",)).search_space()
+
+
+@pytest.mark.integration
+def test_a_convnet_search_with_the_fast_recipe_then_its_best_trained_by_amoeba_train(cifar_mini, tmp_path,
+                                                                                     shared_ray):
+    """The race's path on prepared JPEGs: a convnet search seeded with airbench94, its candidates
+    trained with the fast recipe's flags, then its best net trained by amoeba train."""
+    from evolution import resume
+    from tests.conftest import amoeba_here
+
+    _, data = cifar_mini
+    out = str(tmp_path / "search")
+    recipe = ["--lr_schedule=triangular", "--label_smoothing=0.2", "--bn_lr_factor=8", "--lookahead_every=2",
+              "--augmentation=airbench", "--eval_tta=flip", "--whiten_bias_epochs=0.5", "--train_batch_size=64"]
+    search = amoeba_here("search", f"--output_dir={out}", "--space=convnet", "--initial=airbench94", f"--data={data}",
+                         "--image_size=16", "--validation_images=100", "--train_images=256", "--epochs=1",
+                         "--max_trials=3", "--population_size=2", "--sample_size=2", "--max_concurrent=1", *recipe)
+    assert "3 trials done (0 failed)" in search.stdout, search.stdout + search.stderr
+    algorithm = resume(f"{out}/journal.jsonl", read_only=True)
+    assert algorithm.trials[0].genotype == AIRBENCH94 and algorithm.space.to_config()["stage_counts"] == [2, 3]
+    assert all(isinstance(t.genotype, ConvNetGenotype) for t in algorithm.trials.values())
+    trained = amoeba_here("train", f"--model={out}", f"--data={data}", f"--model_dir={tmp_path / 'best'}",
+                          "--image_size=16", "--train_steps=2", "--train_batch_size=32", "--eval_batch_size=100",
+                          "--optimizer=momentum", "--augmentation=airbench", "--iterations_per_loop=2")
+    assert "eval at step 2" in trained.stdout, trained.stdout + trained.stderr
+    saved = json.load(open(tmp_path / "best" / "train_config.json"))
+    assert saved["model"] == "convnet" and saved["genotype"]["space"] == "convnet"

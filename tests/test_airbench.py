@@ -53,10 +53,14 @@ def test_the_whitening_kernel_whitens_the_patches_of_its_images():
     np.testing.assert_allclose(out[:, 12:], -out[:, :12], atol=1e-5)  # and their negations
 
     eigenvalues = np.sort(np.linalg.eigvalsh(raw))[::-1]
-    set_whitening(model, images)  # eps 5e-4: each direction's variance lambda / (lambda + eps), all but white
+    set_whitening(model, images)  # eps 5e-4 x the pixel variance: each direction lambda / (lambda + eps v)
     covariance = np.cov(whitened_outputs(model, images)[:, :12].T)
-    np.testing.assert_allclose(covariance, np.diag(eigenvalues / (eigenvalues + WHITEN_EPS)), atol=1e-3)
+    damping = WHITEN_EPS * images.reshape(-1, 3).astype(np.float64).var(axis=0).mean()
+    np.testing.assert_allclose(covariance, np.diag(eigenvalues / (eigenvalues + damping)), atol=1e-3)
     assert np.diag(covariance)[0] > 0.99
+    tiny = whitened_outputs(model, images)
+    set_whitening(model, images / 8)  # the same images in a smaller range: the same whitened outputs
+    np.testing.assert_allclose(whitened_outputs(model, images / 8), tiny, atol=1e-4)
 
 
 def test_the_whitening_conv_is_frozen_and_its_bias_trains():

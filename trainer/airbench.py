@@ -27,8 +27,8 @@ family's `from_data`, which `trainer.models.init_from_data` calls once after bui
 and before restoring a checkpoint (the checkpoint holds the kernel).
 
 Our pixels are x / 127.5 - 1 (CIFAR-10's variance about 0.25 a channel), not airbench's
-per-channel standardisation (variance 1): the eps of 5e-4 is about 4x larger relative to the
-eigenvalues here. This module must not train, add weight decay, or write anything; it reads
+per-channel standardisation (variance 1): the eps of 5e-4 is scaled by the images' pixel variance,
+so it damps the directions airbench's damps (before 2026-12-03 it was not: about 4x larger). This module must not train, add weight decay, or write anything; it reads
 images only in `whitening_images`.
 """
 
@@ -84,12 +84,16 @@ def patch_covariance(images: np.ndarray, size: int = WHITEN_SIZE, chunk: int = 5
 def whitening_kernel(images: Any, eps: float = WHITEN_EPS, size: int = WHITEN_SIZE) -> np.ndarray:
     """The whitening conv's kernel [size, size, C, 2 size^2 C] from images [N, H, W, C] (numpy or a
     tensor, preprocessed as the network's inputs): the eigenvectors of the patch covariance, largest
-    eigenvalue first, each scaled by 1/sqrt(eigenvalue + eps), then their negations."""
+    eigenvalue first, each scaled by 1/sqrt(eigenvalue + eps x v), then their negations. v is the
+    images' pixel variance (the mean over channels): airbench's eps is for standardised pixels (v =
+    1), so scaled by v it damps the same directions whatever the pixels' range, and images scaled by
+    any factor whiten to the same outputs."""
     images = np.asarray(images, dtype=np.float32)
     _, covariance = patch_covariance(images, size)
+    pixel_variance = float(images.reshape(-1, images.shape[-1]).astype(np.float64).var(axis=0).mean())
     eigenvalues, eigenvectors = np.linalg.eigh(covariance)  # ascending
     order = np.argsort(eigenvalues)[::-1]
-    scaled = eigenvectors[:, order] / np.sqrt(np.maximum(eigenvalues[order], 0.0) + eps)
+    scaled = eigenvectors[:, order] / np.sqrt(np.maximum(eigenvalues[order], 0.0) + eps * pixel_variance)
     kernel = np.concatenate([scaled, -scaled], axis=1)
     return kernel.reshape(size, size, images.shape[-1], -1).astype(np.float32)
 

@@ -151,6 +151,39 @@ def promote_verdict(table: pd.DataFrame, seeds: Mapping[str, str] | None = None)
     return " ".join(sentences)
 
 
+def rank_agreement(table: pd.DataFrame) -> list[str]:
+    """For each search with three or more promoted cells that finished: Kendall's tau between the
+    search's ranking (`search_rank`, its proxy) and the full recipe's, by top-1 and by time to each
+    top-1 target (a cell that never reached it ranks after every one that did). A sentence each,
+    with its p-value: whether the proxy ranks as the target does (promote's --audit_k adds cells
+    from lower down the ranking to make this informative)."""
+    from scipy.stats import kendalltau
+
+    searched = table[(table.kind == "searched") & (table.status == "ok")]
+    if "search_rank" not in searched or searched.search_rank.isna().all():
+        return []
+    times = [c for c in table if (parse_column(c) or ("",))[:2] == ("time", "top1")]
+    sentences = []
+    dirs = searched["search_dir"].fillna("") if "search_dir" in searched else pd.Series("", index=searched.index)
+    for search_dir, cells in searched.groupby(dirs, sort=False):
+        cells = cells.dropna(subset=["search_rank"]).sort_values("search_rank")
+        if len(cells) < 3:
+            continue
+        ranks = cells.search_rank.astype(float)
+        measures = [("top-1", -cells.top1.astype(float))]
+        measures += [(f"time to top-1 {parse_column(c)[2]:g}", cells[c].astype(float).fillna(float("inf")))
+                     for c in times]
+        clauses = []
+        for what, full in measures:
+            tau, p = kendalltau(ranks, full)
+            clauses.append(f"{what}: {tau:.2f} (p {p:.2g})" if pd.notna(tau) else f"{what}: undefined (all tied)")
+        name = f" of {search_dir}" if search_dir else ""
+        sentences.append(f"The search{name} ranked {len(cells)} promoted cells (its ranks "
+                         f"{', '.join(str(int(r)) for r in ranks)}); Kendall's tau between its ranking and full "
+                         f"training's (1: the same order, 0: unrelated, -1: reversed) by {'; by '.join(clauses)}.")
+    return sentences
+
+
 def _first(cell: pd.Series) -> bool:
     """Whether a search's pick is the cell its search ranked first (a comparison without ranks: so taken)."""
     rank = cell.get("search_rank")

@@ -15,6 +15,7 @@ import dataclasses
 import io
 import json
 import os
+import random
 import re
 import tempfile
 import time
@@ -65,25 +66,9 @@ def best_distinct_trials(algorithm: SearchAlgorithm, k: int) -> list[int]:
     of its last goal (the cost), cheapest to dearest, then the best others."""
     if len(algorithm.goals) <= 1:
         return ranking.ranked(algorithm, k, distinct=True)
-    spread = spread_along_front(algorithm, k)
+    spread = ranking.spread_along_front(algorithm, k)
     rest = [tid for tid in ranking.ranked(algorithm) if tid not in spread]
     return ranking.first(algorithm, spread + rest, k)
-
-
-def spread_along_front(algorithm: SearchAlgorithm, k: int) -> list[int]:
-    """Up to k distinct cells of the front, evenly spaced in the order of its last goal: with k of 3
-    the cheapest, the middle one and the dearest (not k neighbours)."""
-    cost = algorithm.goals[-1]
-    members: dict[str, int] = {}
-    for tid in sorted(algorithm.front(), key=lambda t: (cost.signed(algorithm.outcomes[t].metrics), t), reverse=True):
-        members.setdefault(algorithm.trials[tid].genotype.key(), tid)  # cheapest first
-    front = list(members.values())
-    if k <= 0 or not front:
-        return []
-    if k == 1 or len(front) == 1:
-        return [min(front, key=lambda t: (-algorithm.fitness(t), t))]  # one cell: the most accurate
-    picks = sorted({round(i * (len(front) - 1) / (k - 1)) for i in range(k)})
-    return [front[i] for i in picks]
 
 
 def _search_accuracy(result: dict[str, Any], objective: str) -> float:
@@ -92,9 +77,11 @@ def _search_accuracy(result: dict[str, Any], objective: str) -> float:
     return float(result.get("val_accuracy", result[objective]))
 
 
-def top_genotypes(search_dir: str, k: int) -> list[PlannedModel]:
+def top_genotypes(search_dir: str, k: int, audit_k: int = 0) -> list[PlannedModel]:
     """The search's best_distinct_trials, as models to promote, each with its rank among them as the
-    search ranks (experiments/ranking.py; a Pareto search's are spread along its front)."""
+    search ranks (experiments/ranking.py; a Pareto search's are spread along its front); with
+    `audit_k`, that many more distinct trials drawn at random (seeded by the dir's name) from those
+    ranked below, each with its rank among all the search's distinct trials."""
     path = os.path.join(search_dir, JOURNAL)
     if not os.path.exists(path):
         raise FileNotFoundError(f"--search_dir {search_dir}: no {JOURNAL}; is it an `amoeba search` output dir?")
@@ -105,6 +92,13 @@ def top_genotypes(search_dir: str, k: int) -> list[PlannedModel]:
     prefix = os.path.basename(os.path.normpath(search_dir))
     by_rank = chosen if len(algorithm.goals) <= 1 else ranking.ranked(algorithm, among=chosen)  # a front's: spread
     rank = {tid: i + 1 for i, tid in enumerate(by_rank)}
+    if audit_k:
+        everyone = ranking.ranked(algorithm, distinct=True)
+        keys = {algorithm.trials[tid].genotype.key() for tid in chosen}
+        rest = [tid for tid in everyone if algorithm.trials[tid].genotype.key() not in keys]
+        audited = random.Random(f"audit:{prefix}").sample(rest, min(audit_k, len(rest)))
+        rank.update({tid: everyone.index(tid) + 1 for tid in audited})
+        chosen = chosen + sorted(audited, key=rank.get)
     return [PlannedModel(name=f"{prefix}-trial{tid}", kind="searched",
                          model=genotype_model(algorithm.trials[tid].genotype),
                          genotype=algorithm.trials[tid].genotype.to_json(), search_trial_id=tid,
@@ -125,17 +119,19 @@ def at_given_size(config: PromoteConfig, m: PlannedModel) -> PlannedModel:
     return dataclasses.replace(m, genotype=genotype_from_json(m.genotype).resized(**given).to_json())
 
 
-def macro_searches(search_dirs: tuple[str, ...]) -> bool:
-    """Whether every search of `search_dirs` searched macro genotypes (they train at their own size)."""
+def own_size_searches(search_dirs: tuple[str, ...]) -> bool:
+    """Whether every search of `search_dirs` searched whole networks (macro or convnet genotypes:
+    they train at their own size, not sized to a baseline)."""
     def space(d: str) -> str:
         path = os.path.join(d, CONFIG)
         return storage.read_json(path).get("proxy_space", "nasnet") if os.path.exists(path) else "nasnet"
-    return bool(search_dirs) and all(space(d) == "nasnet_macro" for d in search_dirs)
+    return bool(search_dirs) and all(space(d) in ("nasnet_macro", "convnet") for d in search_dirs)
 
 
 def plan_models(config: PromoteConfig) -> list[PlannedModel]:
     """The searched cells (sized to --match_params when given) and the baselines to train."""
-    planned = [at_given_size(config, m) for d in config.search_dirs for m in top_genotypes(d, config.top_k)]
+    planned = [at_given_size(config, m) for d in config.search_dirs
+               for m in top_genotypes(d, config.top_k, config.audit_k)]
     names = [m.name for m in planned]
     if len(set(names)) < len(names):
         raise ValueError(f"two --search_dir have the same folder name: {names}")

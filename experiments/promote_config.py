@@ -41,6 +41,9 @@ class PromoteConfig:
     search_dirs: tuple[str, ...] = _setting((), "Output dirs of `amoeba search` to promote cells from.",
                                             flag="search_dir")
     top_k: int = _setting(3, "Distinct genotypes promoted from each search.")
+    audit_k: int = _setting(0, "Also promote this many of each search's other distinct genotypes, drawn at random "
+                               "(seeded) from those it ranked below the top_k: the report's Kendall tau then says "
+                               "whether the search's proxy ranks nets as full training does.")
     baselines: tuple[str, ...] = _setting((), "Named models trained beside them (trainer/models.py's table, e.g. "
                                               "resnet20,resnet9,amoebanet_d; resnet9@0.25: ResNet-9 at a quarter "
                                               "of its widths).")

@@ -130,3 +130,19 @@ def best(algorithm: SearchAlgorithm) -> tuple[Trial, Outcome] | None:
         return None
     tid = top[0]
     return algorithm.trials[tid], algorithm.outcomes.get(tid) or Outcome("ok", result_of(algorithm, tid))
+
+
+def spread_along_front(algorithm: SearchAlgorithm, k: int) -> list[int]:
+    """Up to k distinct cells of the front, evenly spaced in the order of its last goal: with k of 3
+    the cheapest, the middle one and the dearest (not k neighbours)."""
+    cost = algorithm.goals[-1]
+    members: dict[str, int] = {}
+    for tid in sorted(algorithm.front(), key=lambda t: (cost.signed(algorithm.outcomes[t].metrics), t), reverse=True):
+        members.setdefault(algorithm.trials[tid].genotype.key(), tid)  # cheapest first
+    front = list(members.values())
+    if k <= 0 or not front:
+        return []
+    if k == 1 or len(front) == 1:
+        return [min(front, key=lambda t: (-algorithm.fitness(t), t))]  # one cell: the most accurate
+    picks = sorted({round(i * (len(front) - 1) / (k - 1)) for i in range(k)})
+    return [front[i] for i in picks]

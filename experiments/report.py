@@ -25,7 +25,7 @@ import pandas as pd
 
 from evolution import JournalError, resume
 from experiments import ranking
-from experiments.comparison import comparison_text, promote_verdict, top5_trivial
+from experiments.comparison import comparison_text, promote_verdict, rank_agreement, top5_trivial
 from experiments.layout import CONFIG, JOURNAL, PLAN, RESULT
 from experiments.promote import best_distinct_trials, read_comparison
 from experiments.report_figures import (  # noqa: F401 - pareto_front: its public name here too
@@ -316,6 +316,9 @@ def _promote_sections(promotes: list[PromoteRun], body: list[str], text: list[st
         if verdict:
             body.append(f"<p><b>{html.escape(verdict)}</b></p>")
             text.append(verdict)
+        for sentence in rank_agreement(run.table):
+            body.append(f"<p>{html.escape(sentence)}</p>")
+            text.append(sentence)
     kinds = [(f"{r.name}: {kind}", r.table[r.table.kind == kind]) for r in promotes for kind in ("searched",
                                                                                              "baseline")]
     for run in promotes:

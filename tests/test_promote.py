@@ -317,7 +317,7 @@ def test_cells_are_sized_to_the_first_baseline_unless_told_otherwise_or_planned_
 
 
 def test_a_macro_genotype_trains_at_its_own_size_unless_the_command_line_sizes_it(tmp_path):
-    from experiments.promote import PlannedModel, at_given_size, macro_searches
+    from experiments.promote import PlannedModel, at_given_size, own_size_searches
     from searchspace import NasNetMacroSpace
 
     import random
@@ -331,10 +331,11 @@ def test_a_macro_genotype_trains_at_its_own_size_unless_the_command_line_sizes_i
     sized = model_config(given, at_given_size(given, m)).genotype
     stacks = len(genotype.macro.cells_per_stack)
     assert (sized.macro.filters, sized.macro.cells_per_stack) == (20, (1,) * stacks) and sized.normal == genotype.normal
-    for name, space in (("macro", "nasnet_macro"), ("cells", "nasnet")):
+    for name, space in (("macro", "nasnet_macro"), ("cells", "nasnet"), ("convnet", "convnet")):
         (tmp_path / name).mkdir()
         (tmp_path / name / "search_config.json").write_text(json.dumps({"proxy_space": space}))
-    assert macro_searches((str(tmp_path / "macro"),)) and not macro_searches((str(tmp_path / "cells"),))
+    assert own_size_searches((str(tmp_path / "macro"), str(tmp_path / "convnet")))
+    assert not own_size_searches((str(tmp_path / "cells"),))
 
 
 def test_a_rerun_with_other_settings_names_only_what_changed(tmp_path):

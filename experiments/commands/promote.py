@@ -22,7 +22,7 @@ import os
 from absl import app, flags
 
 from experiments.comparison import comparison_text
-from experiments.promote import PromoteConfig, default_match_params, export_winner, macro_searches, run_promote
+from experiments.promote import PromoteConfig, default_match_params, export_winner, own_size_searches, run_promote
 from experiments.recipe_flags import define_recipe_flags, recipe_from_flags
 from experiments.resources import ClusterTooSmall
 from experiments.settings import build, define_flags, flag_settings
@@ -43,7 +43,7 @@ def main(args: list[str]) -> None:
     fields["data"] = fields["data"] if fields["data"].startswith("gs://") else os.path.abspath(fields["data"])
     fields["search_dirs"] = tuple(os.path.abspath(d) for d in fields["search_dirs"])
     if not fields["match_params"]:
-        nasnet = bool(fields["search_dirs"]) and not macro_searches(fields["search_dirs"])  # macro: own size
+        nasnet = bool(fields["search_dirs"]) and not own_size_searches(fields["search_dirs"])  # macro: own size
         fields["match_params"], note = default_match_params(FLAGS.output_dir, fields["baselines"], nasnet,
                                                             FLAGS["filters"].present)
     else:

@@ -48,8 +48,11 @@ def test_the_whitening_bias_keeps_its_value_from_the_last_step_it_trains():
         bias.assign(tf.fill(bias.shape, value))  # what the optimizer's step did
         groups.after_step(tf.constant(step, tf.int64))
         assert np.all(bias.numpy() == min(value, 2.0)), step
+    resnet9 = build_resnet9((16, 16, 3), 3, width_multiplier=0.125)
     with pytest.raises(ValueError, match="no whitening conv bias to freeze"):
-        ParameterGroups(build_resnet9((16, 16, 3), 3, width_multiplier=0.125), 1.0, 0.0, 2)
+        ParameterGroups(resnet9, 1.0, 0.0, 2)
+    candidate = ParameterGroups(resnet9, 1.0, 0.0, 2, whitening_required=False)  # a search's: nothing to freeze
+    assert candidate.whiten_bias is None and candidate.freeze_at == 0
 
 
 def test_lookahead_averages_every_k_steps_with_a_cubic_decay_and_ends_on_the_average():

@@ -2,12 +2,14 @@
 
 import dataclasses
 import json
+import os
 
 import pytest
 
 from evolution import resume
 from experiments.search import CircuitBreaker, SearchConfig, open_search, trial_resources
 from core.proxy_config import ProxyConfig
+from tests.conftest import REPO
 
 
 def test_resume_allows_time_limits_and_refuses_fitness_changes(tmp_path):
@@ -363,3 +365,22 @@ def test_the_proxys_old_flag_names_still_work_with_a_warning(tmp_path, capsys):
     config = config_from_flags(values, settings)
     assert (config.proxy.train_batch_size, config.proxy.lr_warmup_epochs, config.proxy.label_smoothing) == (32, 0.5, 0.1)
     assert "--batch_size is deprecated; use --train_batch_size" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", sorted(n for n in os.listdir(os.path.join(REPO, "experiments", "configs"))
+                                        if n.startswith("search_") and n.endswith(".cfg")))
+def test_every_search_config_is_a_valid_search(name, monkeypatch, tmp_path):
+    from absl import flags
+
+    from experiments.commands.search import config_from_flags, define_search_flags
+
+    monkeypatch.chdir(REPO)  # the configs name their seed genotypes from the repository's root
+    values = flags.FlagValues()
+    settings = define_search_flags(values)
+    flagfile = os.path.join("experiments", "configs", name)
+    data = ["--data=data/cifar10"] if "--data=" in open(flagfile).read() else []  # its usage line asks for one
+    values(["amoeba", f"--flagfile={flagfile}", f"--output_dir={tmp_path}", *data])
+    config = config_from_flags(values, settings)
+    space = config.search_space()
+    for genotype in config.initial:
+        space.genotype_from_json(genotype)  # each seed is a genotype of the space it searches

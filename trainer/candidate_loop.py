@@ -96,8 +96,9 @@ class ProxyTraining:
         if not (proxy.label_smoothing or proxy.bn_lr_factor != 1 or proxy.bn_weight_decay or proxy.lookahead_every
                 or proxy.whiten_bias_epochs):
             return None
-        groups = ParameterGroups(model, proxy.bn_lr_factor, proxy.bn_weight_decay,
-                                 round(proxy.whiten_bias_epochs * self.steps_per_epoch))
+        groups = ParameterGroups(model, proxy.bn_lr_factor, proxy.bn_weight_decay,  # a stem without whitening:
+                                 round(proxy.whiten_bias_epochs * self.steps_per_epoch),  # no bias to freeze
+                                 whitening_required=False)
         lookahead = (Lookahead(model, proxy.lookahead_every, proxy.lookahead_decay, self.schedule.steps)
                      if proxy.lookahead_every else None)
         return StepRecipe(self.data.num_classes, proxy.label_smoothing, groups, lookahead,

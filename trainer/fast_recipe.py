@@ -49,9 +49,11 @@ class ParameterGroups:
     """BN parameters' learning-rate factor and weight decay; the whitening bias's freeze."""
 
     def __init__(self, model: keras.Model, bn_lr_factor: float, bn_weight_decay: float,
-                 freeze_whiten_bias_at: int) -> None:
+                 freeze_whiten_bias_at: int, whitening_required: bool = True) -> None:
         """`freeze_whiten_bias_at`: the last step (1-based count) at which the whitening bias trains;
-        0: it trains throughout. ValueError when given for a model without a whitening conv."""
+        0: it trains throughout. When given for a model without a whitening conv: a ValueError, or
+        with `whitening_required` False (a search's candidates, some with that stem, some without)
+        nothing to freeze."""
         self.bn_lr_factor, self.bn_weight_decay = float(bn_lr_factor), float(bn_weight_decay)
         norm_ids = {id(v) for v in batch_norm_variables(model)}
         self.bn_indices = [i for i, v in enumerate(model.trainable_variables) if id(v) in norm_ids]
@@ -60,6 +62,9 @@ class ParameterGroups:
         self.whiten_bias = None
         if self.freeze_at > 0:
             layer = whitening_layer(model)
+            if (layer is None or layer.bias is None) and not whitening_required:
+                self.freeze_at = 0
+                return
             if layer is None or layer.bias is None:
                 raise ValueError(f"whiten_bias_epochs: model {model.name!r} has no whitening conv bias to freeze")
             self.whiten_bias = layer.bias

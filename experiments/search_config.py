@@ -221,6 +221,9 @@ class SearchConfig:
             if recipe:
                 raise ValueError(f"{', '.join(recipe)}: TPU trials train the proxy's plain recipe through Keras's "
                                  "fit (SGD with Nesterov momentum, warm-up and cosine) and none of the fast one yet")
+        if proxy.whiten_bias_epochs and self.proxy_space != "convnet" and not self.trainable:
+            raise ValueError("whiten_bias_epochs: only the convnet space's nets have a whitening stem "
+                             "(--space=convnet)")
         if proxy.train_seconds and proxy.timeout_s and proxy.train_seconds >= 0.8 * proxy.timeout_s:
             raise ValueError(f"train_seconds: {proxy.train_seconds:g} s leaves no room under the trial timeout "
                              f"of {proxy.timeout_s:g} s (--trial_timeout_s); raise it or train shorter")

@@ -5,6 +5,7 @@ import collections
 import json
 import random
 
+import keras
 import numpy as np
 import pytest
 
@@ -78,10 +79,13 @@ def test_the_space_holds_airbench94_and_resnet9_exactly(name, build):
     searched = build_convnet(CONVNET_REFERENCES[name], (32, 32, 3), 10)
     assert model_report(searched) == model_report(published)  # trainable parameters and multiply-adds
     assert searched.count_params() == published.count_params()  # the frozen whitening kernel too
-    def kinds(model):  # ResNet-9's ReLU layers are Activation("relu") here
-        return [type(layer).__name__.replace("ReLU", "Activation") for layer in model.layers]
+    def kinds(model):  # each layer's kind, an activation by its function (ResNet-9's ReLU layers are relu)
+        return [("relu" if type(layer).__name__ == "ReLU" else layer.get_config()["activation"])
+                if isinstance(layer, (keras.layers.Activation, keras.layers.ReLU)) else type(layer).__name__
+                for layer in model.layers]
 
     assert kinds(searched) == kinds(published)
+    assert searched.get_layer("logits").scale == published.get_layer("logits").scale  # 1/9 and 1/8
 
 
 def test_a_convnet_builds_at_a_width_and_refuses_images_too_small():

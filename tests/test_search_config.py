@@ -51,7 +51,8 @@ def test_config_is_written_before_the_journal(tmp_path):
 def test_a_search_made_before_the_data_settings_existed_still_resumes(tmp_path):
     import json
 
-    config = SearchConfig(output_dir=str(tmp_path), population_size=4, sample_size=2)
+    proxy = ProxyConfig(train_batch_size=32, lr_warmup_epochs=0.5)  # not the defaults: the old names are read
+    config = SearchConfig(output_dir=str(tmp_path), population_size=4, sample_size=2, proxy=proxy)
     open_search(config).close()
     saved = json.loads((tmp_path / "search_config.json").read_text())
     for name in ("data", "image_size", "validation_images", "train_images", "train_seconds", "target_clock",
@@ -65,12 +66,12 @@ def test_a_search_made_before_the_data_settings_existed_still_resumes(tmp_path):
     start = json.loads(journal[0])
     del start["limits"], start["reward"]  # a journal from before limits and rewards
     (tmp_path / "journal.jsonl").write_text("\n".join([json.dumps(start), *journal[1:]]) + "\n")
-    open_search(config).close()
-    open_search(dataclasses.replace(config, proxy=ProxyConfig(image_size=8))).close()  # digits' own size
+    open_search(config).close()  # batch_size 32 and warmup_epochs 0.5 read as today's names
+    open_search(dataclasses.replace(config, proxy=dataclasses.replace(proxy, image_size=8))).close()  # digits' own
     with pytest.raises(ValueError, match="proxy image_size: 8 before, 16 now"):
-        open_search(dataclasses.replace(config, proxy=ProxyConfig(image_size=16)))
-    with pytest.raises(ValueError, match="proxy train_batch_size: 64 before, 32 now"):  # the old name read
-        open_search(dataclasses.replace(config, proxy=ProxyConfig(train_batch_size=32)))
+        open_search(dataclasses.replace(config, proxy=dataclasses.replace(proxy, image_size=16)))
+    with pytest.raises(ValueError, match="proxy train_batch_size: 32 before, 64 now"):
+        open_search(dataclasses.replace(config, proxy=dataclasses.replace(proxy, train_batch_size=64)))
 
 
 @pytest.mark.parametrize("settings, message", [
@@ -78,6 +79,7 @@ def test_a_search_made_before_the_data_settings_existed_still_resumes(tmp_path):
     ({"tpus_per_trial": 4, "proxy": ProxyConfig(label_smoothing=0.1, lookahead_every=5)},
      "label_smoothing, lookahead_every: TPU trials train the proxy's plain recipe"),
     ({"proxy": ProxyConfig(train_seconds=800)}, "train_seconds: 800 s leaves no room under the trial timeout of 900 s"),
+    ({"proxy": ProxyConfig(whiten_bias_epochs=3)}, "whiten_bias_epochs: only the convnet space's nets"),
     ({"rungs": (1, 3), "proxy": ProxyConfig(train_seconds=60)}, "replaces --rungs"),
     ({"rungs": (1, 3), "proxy": ProxyConfig(target_accuracy=0.7, target_seconds=60)}, "replaces --rungs"),
     ({"algorithm": "pareto_evolution", "proxy": ProxyConfig(target_accuracy=0.7, target_seconds=60)},

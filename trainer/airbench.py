@@ -4,7 +4,8 @@ issue 35's description, as a model family of trainer/models.py.
 The network, for 32x32 RGB inputs (in [-1, 1], as our pipelines give them):
 - a 2x2 conv of 24 channels, no padding (32 -> 31), whose kernel is the whitening of the 2x2
   patches of (up to) 5,000 training images: the 12 eigenvectors of the patch covariance, each
-  scaled by 1/sqrt(eigenvalue + 5e-4), and their negations. The kernel is frozen; its bias trains;
+  scaled by 1/sqrt(eigenvalue + 5e-4 x the pixel variance), and their negations. The kernel is
+  frozen; its bias trains;
 - the activation (GELU, exact, as airbench's; or ReLU: 1.65x GELU's speed on a CPU without AVX-512,
   1.10x on one with it, benchmarks/README.md);
 - three groups of conv3x3 -> max pool 2 -> BN -> act -> conv3x3 -> BN -> act, widths 64, 256, 256
@@ -28,8 +29,9 @@ and before restoring a checkpoint (the checkpoint holds the kernel).
 
 Our pixels are x / 127.5 - 1 (CIFAR-10's variance about 0.25 a channel), not airbench's
 per-channel standardisation (variance 1): the eps of 5e-4 is scaled by the images' pixel variance,
-so it damps the directions airbench's damps (before 2026-12-03 it was not: about 4x larger). This module must not train, add weight decay, or write anything; it reads
-images only in `whitening_images`.
+so it damps the directions airbench's damps (before 2026-12-03 it was not: about 4x larger).
+This module must not train, add weight decay, or write anything; it reads images only in
+`whitening_images`.
 """
 
 from __future__ import annotations
@@ -90,7 +92,8 @@ def whitening_kernel(images: Any, eps: float = WHITEN_EPS, size: int = WHITEN_SI
     any factor whiten to the same outputs."""
     images = np.asarray(images, dtype=np.float32)
     _, covariance = patch_covariance(images, size)
-    pixel_variance = float(images.reshape(-1, images.shape[-1]).astype(np.float64).var(axis=0).mean())
+    pixel_variance = max(float(images.reshape(-1, images.shape[-1]).astype(np.float64).var(axis=0).mean()),
+                         1e-12)  # constant images: a finite kernel
     eigenvalues, eigenvectors = np.linalg.eigh(covariance)  # ascending
     order = np.argsort(eigenvalues)[::-1]
     scaled = eigenvectors[:, order] / np.sqrt(np.maximum(eigenvalues[order], 0.0) + eps * pixel_variance)

@@ -36,7 +36,7 @@ from core.proxy_config import ProxyConfig
 from trainer.candidate_network import batch1_latency_ms, inference_function, median_ms, proxy_network
 from core.trial_state import StepProgress, fixed_steps, record_steps
 from trainer.candidate_step import StepRecipe, eval_step_function, train_step_function
-from trainer.fast_recipe import Lookahead, ParameterGroups
+from trainer.fast_recipe import Lookahead, ParameterGroups, freeze_step
 from trainer.fused_optimizer import MomentumSGD, RestartingCosine, RestartingTriangle
 from trainer.proxy_data import eval_pipeline, train_pipeline
 from trainer.rung_state import RungPlan, restore_rung, save_rung
@@ -97,7 +97,7 @@ class ProxyTraining:
                 or proxy.whiten_bias_epochs):
             return None
         groups = ParameterGroups(model, proxy.bn_lr_factor, proxy.bn_weight_decay,  # a stem without whitening:
-                                 round(proxy.whiten_bias_epochs * self.steps_per_epoch),  # no bias to freeze
+                                 freeze_step(proxy.whiten_bias_epochs, self.steps_per_epoch),  # no bias to freeze
                                  whitening_required=False)
         lookahead = (Lookahead(model, proxy.lookahead_every, proxy.lookahead_decay, self.schedule.steps)
                      if proxy.lookahead_every else None)

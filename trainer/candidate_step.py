@@ -66,6 +66,7 @@ def train_step_function(model: keras.Model, optimizer: MomentumSGD, precision: s
             recipe.groups.after_step(recipe.global_step)
             if recipe.lookahead is not None:
                 recipe.lookahead.after_step(optimizer.iterations)
+            recipe.groups.after_sync()
         return loss
 
     return train_step

@@ -7,8 +7,8 @@ trainer/train.py's Trainer and the search proxy's loop (trainer/candidate_loop.p
   weight decay of their own, `bn_weight_decay` (the weights' `weight_decay` skips them). airbench
   trains its BN biases at 64x the rate and decays them at 1/64 of the weights' decay, the same
   shrink per step. And the whitening conv's bias (trainer/airbench.py) trained for the first
-  `whiten_bias_epochs` epochs only: after each later step it is put back to its value at the last
-  step it trained (exact, as airbench's `requires_grad = False`; its momentum is then never used).
+  `whiten_bias_epochs` epochs only: after each later step, what the step did to it is undone (as
+  airbench's `requires_grad = False`; lookahead's syncs still move it, as they move airbench's).
 - `per_example_loss`: softmax cross-entropy with Keras's label smoothing;
 - `Lookahead`: every `lookahead_every` steps, the average `avg += (1 - d) (w - avg)` of every float
   weight of the model (BN's moving statistics too, as airbench's state_dict) with a decay d =
@@ -43,6 +43,12 @@ def batch_norm_variables(model: keras.Model) -> list[Any]:
     norms = [layer for layer in model._flatten_layers(include_self=False)
              if isinstance(layer, keras.layers.BatchNormalization)]
     return [v for layer in norms for v in layer.trainable_weights]
+
+
+def freeze_step(epochs: float, steps_per_epoch: float) -> int:
+    """The last step at which a bias frozen after `epochs` trains: at least 1 for any epochs > 0 (a
+    share of a step does not round to 0, which means "trains throughout"); 0 for 0."""
+    return max(1, round(epochs * steps_per_epoch)) if epochs > 0 else 0
 
 
 class ParameterGroups:
@@ -91,21 +97,24 @@ class ParameterGroups:
             self.frozen_bias.assign(self.whiten_bias)
 
     def after_step(self, step: tf.Tensor) -> None:
-        """After the optimizer's step `step` (its 1-based count): up to freeze_at, keep the whitening
-        bias's value; after it, put that value back. Graph ops only (traced with or without autograph)."""
+        """After the optimizer's step `step` (its 1-based count), before lookahead's sync: past
+        freeze_at, undo what the step did to the whitening bias (airbench's requires_grad = False:
+        no gradient step, lookahead's syncs still move it). Graph ops only (with or without autograph)."""
         if self.whiten_bias is None:
             return
         bias, frozen = self.whiten_bias, self.frozen_bias
 
-        def keep() -> tf.Tensor:
-            frozen.assign(bias)
-            return tf.constant(True)
-
         def put_back() -> tf.Tensor:
             bias.assign(frozen)
-            return tf.constant(False)
+            return tf.constant(True)
 
-        tf.cond(tf.cast(step, tf.int64) <= self.freeze_at, keep, put_back)
+        tf.cond(tf.cast(step, tf.int64) > self.freeze_at, put_back, lambda: tf.constant(False))
+
+    def after_sync(self) -> None:
+        """After lookahead's sync (or after the step, without lookahead): the bias as it is now is
+        the value the next step's undo puts back."""
+        if self.whiten_bias is not None:
+            self.frozen_bias.assign(self.whiten_bias)
 
 
 class Lookahead:

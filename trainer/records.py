@@ -311,25 +311,32 @@ def train_dataset(data_dir: str, batch_size: int, image_size: int, *, label_offs
                 return _decode(encoded)
             return _decode_cropped(encoded, lambda shape: _random_window(shape, crop_seed))
 
-    num_images = read_metadata(data_dir).num_train_images if augmentation == "airbench" else 1
-
-    def augment(example: tuple[tf.Tensor, ...], pair: tf.Tensor, position: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        crop_seed, flip_seed = tf.unstack(tf.random.experimental.stateless_split(pair, 2))
-        image, label, bit = example
-        image = _normalize(crop(image, crop_seed), image_size)
-        if inception:
-            return tf.image.stateless_random_flip_left_right(image, flip_seed), label
-        if augmentation == "cifar":
-            return _cifar_augment(image, flip_seed, cutout), label
-        image = airbench_augment(image, crop_seed, bit, position // num_images)  # crop_seed: unused above
-        return (_cutout(image, cutout, flip_seed) if cutout > 0 else image), label
-
+    augment = _augmenter(augmentation, crop, image_size, cutout,
+                         read_metadata(data_dir).num_train_images if augmentation == "airbench" else 1)
     seeds = tf.data.Dataset.random(seed=seed).batch(2)
     positions = tf.data.Dataset.counter(start=first_example)
     return (tf.data.Dataset.zip((data, seeds, positions))
             .map(augment, num_parallel_calls=tf.data.AUTOTUNE)
             .batch(batch_size, drop_remainder=True)
             .prefetch(tf.data.AUTOTUNE))
+
+
+def _augmenter(augmentation: str, crop: Callable[[tf.Tensor, tf.Tensor], tf.Tensor], image_size: int, cutout: int,
+               num_images: int) -> Callable[..., tuple[tf.Tensor, tf.Tensor]]:
+    """The map of train_dataset: ((image or bytes, label, flip bit), seed pair, stream position) ->
+    (augmented image, label); airbench's epoch is the position over `num_images`."""
+    def augment(example: tuple[tf.Tensor, ...], pair: tf.Tensor, position: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        crop_seed, flip_seed = tf.unstack(tf.random.experimental.stateless_split(pair, 2))
+        image, label, bit = example
+        image = _normalize(crop(image, crop_seed), image_size)
+        if augmentation == "inception":
+            return tf.image.stateless_random_flip_left_right(image, flip_seed), label
+        if augmentation == "cifar":
+            return _cifar_augment(image, flip_seed, cutout), label
+        image = airbench_augment(image, crop_seed, bit, position // num_images)  # crop_seed: unused by crop
+        return (_cutout(image, cutout, flip_seed) if cutout > 0 else image), label
+
+    return augment
 
 
 def eval_dataset(data_dir: str, batch_size: int, image_size: int, *, label_offset: int = 0,

@@ -28,7 +28,7 @@ from core.proxy_config import PRECISIONS
 from core.train_config import EVAL_HISTORY, PROGRESS, TrainConfig, config_from_saved
 from trainer.batch_norm import set_batch_norm
 from trainer.evaluation import averaged_weights, tta_logits
-from trainer.fast_recipe import Lookahead, ParameterGroups, per_example_loss
+from trainer.fast_recipe import Lookahead, ParameterGroups, freeze_step, per_example_loss
 from trainer.export import export_model
 from trainer.models import build_model, init_from_data, model_report, model_spec, split_outputs
 from trainer.nasnet import set_training_progress
@@ -93,7 +93,8 @@ class Trainer:
         self.model, self.optimizer = self._build(config)
         with self.strategy.scope():
             self.groups = ParameterGroups(self.model, config.bn_lr_factor, config.bn_weight_decay,
-                                          round(config.whiten_bias_epochs * steps_per_epoch))
+                                          freeze_step(config.whiten_bias_epochs, steps_per_epoch),
+                                          whitening_required=config.model != "convnet")  # a convnet's stem may lack it
             self.lookahead = (Lookahead(self.model, config.lookahead_every, config.lookahead_decay, self.total_steps)
                               if config.lookahead_every else None)
         # training wall time so far (seconds), saved with the weights: it adds up over resumed runs (a
@@ -177,6 +178,7 @@ class Trainer:
                 self.groups.after_step(self.optimizer.iterations)
                 if self.lookahead is not None:
                     self.lookahead.after_step(self.optimizer.iterations)
+                self.groups.after_sync()
             return totals
 
         @tf.function

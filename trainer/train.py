@@ -94,7 +94,7 @@ class Trainer:
         with self.strategy.scope():
             self.groups = ParameterGroups(self.model, config.bn_lr_factor, config.bn_weight_decay,
                                           freeze_step(config.whiten_bias_epochs, steps_per_epoch),
-                                          whitening_required=config.model != "convnet")  # a convnet's stem may lack it
+                                          whitening_required=False)  # one recipe for all: a net without one trains as is
             self.lookahead = (Lookahead(self.model, config.lookahead_every, config.lookahead_decay, self.total_steps)
                               if config.lookahead_every else None)
         # training wall time so far (seconds), saved with the weights: it adds up over resumed runs (a

@@ -1,0 +1,32 @@
+"""Every promote config in experiments/configs builds a valid promote and a valid training recipe for
+each of its baselines (the search configs: tests/test_search_config.py; airbench94's: test_airbench.py)."""
+
+import os
+
+import pytest
+
+from tests.conftest import REPO
+
+CONFIGS = os.path.join(REPO, "experiments", "configs")
+
+
+@pytest.mark.parametrize("name", sorted(n for n in os.listdir(CONFIGS) if n.startswith("promote_") and n.endswith(".cfg")))
+def test_every_promote_config_is_a_valid_promote(name, tmp_path):
+    from experiments.commands import promote
+    from experiments.promote import PromoteConfig
+    from experiments.promote_config import baseline_model
+    from experiments.recipe_flags import recipe_from_flags
+    from experiments.settings import build, flag_settings
+
+    promote.FLAGS.unparse_flags()
+    try:
+        promote.FLAGS(["amoeba promote", f"--flagfile={os.path.join(CONFIGS, name)}", "--data=d",
+                       f"--output_dir={tmp_path}"])
+        fields = flag_settings(promote.SETTINGS, promote.FLAGS)
+        config = build(PromoteConfig, {**fields, "recipe": recipe_from_flags(promote.FLAGS, "promote")})
+    finally:
+        promote.FLAGS.unparse_flags()
+    assert config.baselines or config.search_dirs
+    for baseline in config.baselines:
+        model, width = baseline_model(baseline)
+        config.train_config(baseline, model, **({"width_multiplier": width} if width else {}))  # validates it

@@ -129,9 +129,9 @@ class ProxyConfig:
     label_smoothing: float = field(default=0.0, metadata={
         "help": "Proxy label smoothing: this share of each label spread over all classes (as amoeba train's)."})
     bn_lr_factor: float = field(default=1.0, metadata={
-        "help": "The batch-norm parameters' learning rate, times --learning_rate (airbench94: 64)."})
+        "help": "The batch-norm offsets' learning rate, times --learning_rate (airbench94: 64)."})
     bn_weight_decay: float = field(default=0.0, metadata={
-        "help": "L2 weight decay of the batch-norm parameters (--weight_decay skips them)."})
+        "help": "L2 weight decay of the batch-norm offsets (--weight_decay skips them)."})
     lookahead_every: int = field(default=0, metadata={
         "help": "airbench's lookahead: every this many steps the weights' running average is updated and copied "
                 "back; the model ends each rung as the average (0: off; as amoeba train's)."})

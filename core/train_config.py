@@ -55,8 +55,8 @@ class TrainConfig:
     bn_momentum: float = 0.0  # > 0: every BN layer's moving-average momentum (Keras's convention); 0: the family's
     bn_epsilon: float = 0.0  # > 0: every BN layer's epsilon; 0: the family's own
     ema_decay: float = 0.0  # > 0: a moving average of the weights, evaluated and exported (0: off)
-    bn_lr_factor: float = 1.0  # the BN parameters' learning rate, times learning_rate (airbench94: 64)
-    bn_weight_decay: float = 0.0  # L2 on the BN parameters (weight_decay skips them)
+    bn_lr_factor: float = 1.0  # the BN offsets' learning rate, times learning_rate (airbench94: 64)
+    bn_weight_decay: float = 0.0  # L2 on the BN offsets (weight_decay skips them)
     lookahead_every: int = 0  # > 0: airbench's lookahead, a sync of the weights' average every this many steps
     lookahead_decay: float = LOOKAHEAD_DECAY  # its decay at the last step (x (step / total)^3 before)
     whiten_bias_epochs: float = 0.0  # > 0: the whitening conv's bias trains this many epochs, then is frozen

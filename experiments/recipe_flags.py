@@ -59,9 +59,9 @@ HELP = {
     "aux_weight": "NASNet family: auxiliary head loss weight (0: no head).",
     "augmentation": "inception: distorted crops (ImageNet); cifar: pad-crop-flip of whole small images, evaluated "
                     "uncropped; airbench: 2-pixel reflect translation and alternating flip (airbench94's).",
-    "bn_lr_factor": "The batch-norm parameters' learning rate, times --learning_rate (airbench94: 64; with "
+    "bn_lr_factor": "The batch-norm offsets' (beta's) learning rate, times --learning_rate (airbench94: 64; with "
                     "--optimizer=momentum or sgd).",
-    "bn_weight_decay": "L2 weight decay of the batch-norm parameters (--weight_decay skips them; airbench94: "
+    "bn_weight_decay": "L2 weight decay of the batch-norm offsets (--weight_decay skips them; airbench94: "
                        "its weight decay / 64).",
     "lookahead_every": "airbench's lookahead: every this many steps, the weights' running average (BN statistics "
                        "too) is updated and copied back into the model; the model ends as the average (0: off).",

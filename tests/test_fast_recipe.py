@@ -1,5 +1,5 @@
 """airbench's training-step pieces (trainer/fast_recipe.py) and its augmentation (trainer/records.py):
-the BN parameters' own learning rate and decay, the whitening bias's freeze, lookahead, the
+the BN offsets' own learning rate and decay, the whitening bias's freeze, lookahead, the
 2-pixel reflect translation with the alternating flip, and the Trainer running them together."""
 
 import numpy as np
@@ -15,12 +15,12 @@ def tiny_airbench():
     return build_airbench((12, 12, 3), 3, width_multiplier=1 / 32)
 
 
-def test_bn_parameters_take_their_own_rate_and_decay_the_others_are_untouched():
-    from trainer.fast_recipe import ParameterGroups, batch_norm_variables
+def test_bn_offsets_take_their_own_rate_and_decay_the_others_are_untouched():
+    from trainer.fast_recipe import ParameterGroups, batch_norm_offsets
 
     model = tiny_airbench()
     groups = ParameterGroups(model, bn_lr_factor=64.0, bn_weight_decay=0.5, freeze_whiten_bias_at=0)
-    norms = batch_norm_variables(model)
+    norms = batch_norm_offsets(model)
     assert len(norms) == 6 and all("beta" in v.path for v in norms)  # airbench's BN has no scale
     gradients = [tf.ones_like(v) for v in model.trainable_variables]
     scaled = groups.scale_gradients(gradients)
@@ -33,6 +33,14 @@ def test_bn_parameters_take_their_own_rate_and_decay_the_others_are_untouched():
     size = sum(int(np.prod(v.shape)) for v in norms)
     assert float(groups.decay_loss()) == pytest.approx(0.5 * size * 4.0 / 2)
     assert ParameterGroups(model, 1.0, 0.0, 0).decay_loss() == 0.0
+    from trainer.resnet import build_resnet9
+
+    scaled_bn = build_resnet9((16, 16, 3), 3, width_multiplier=0.125)  # BN with a scale: the offsets only
+    groups = ParameterGroups(scaled_bn, 64.0, 0.0, 0)
+    factors = {v.path: float(g.numpy().flat[0]) for v, g in zip(
+        scaled_bn.trainable_variables, groups.scale_gradients([tf.ones_like(v) for v in scaled_bn.trainable_variables]))}
+    assert {p.rsplit("/", 1)[-1] for p, f in factors.items() if f == 64.0} == {"beta"}
+    assert all(f == 1.0 for p, f in factors.items() if p.endswith("gamma"))
 
 
 def test_the_whitening_bias_keeps_its_value_from_the_last_step_it_trains():

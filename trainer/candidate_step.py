@@ -20,7 +20,7 @@ from trainer.fused_optimizer import DynamicLossScale, MomentumSGD
 @dataclass
 class StepRecipe:
     """The fast-recipe parts of the proxy's step (trainer/fast_recipe.py): label smoothing over
-    `num_classes`, the BN parameters' rate and decay and the whitening bias's freeze (`groups`, at
+    `num_classes`, the BN offsets' rate and decay and the whitening bias's freeze (`groups`, at
     the candidate's step count `global_step`), lookahead (at the optimizer's step of the rung)."""
 
     num_classes: int

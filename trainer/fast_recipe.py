@@ -1,8 +1,9 @@
 """The parts of a fast recipe (airbench94's) that act on the training step itself, for
 trainer/train.py's Trainer and the search proxy's loop (trainer/candidate_loop.py) alike:
 
-- `ParameterGroups`: the batch-norm parameters (scale and offset of every BatchNormalization layer)
-  at `bn_lr_factor` x the learning rate, by scaling their gradients (the same thing for SGD with or
+- `ParameterGroups`: the batch-norm offsets (the beta of every BatchNormalization layer, airbench's
+  "BN biases"; a BN scale, which airbench's BN lacks, keeps the base rate) at `bn_lr_factor` x the
+  learning rate, by scaling their gradients (the same thing for SGD with or
   without momentum, Nesterov's too, which is why the config allows it with those only), and an L2
   weight decay of their own, `bn_weight_decay` (the weights' `weight_decay` skips them). airbench
   trains its BN biases at 64x the rate and decays them at 1/64 of the weights' decay, the same
@@ -37,12 +38,12 @@ def per_example_loss(labels: tf.Tensor, logits: tf.Tensor, num_classes: int, lab
                                                  from_logits=True, label_smoothing=label_smoothing)
 
 
-def batch_norm_variables(model: keras.Model) -> list[Any]:
-    """The trainable variables of every BatchNormalization layer of `model`, nested ones too."""
+def batch_norm_offsets(model: keras.Model) -> list[Any]:
+    """The offset (beta) of every BatchNormalization layer of `model` that has one, nested ones too."""
     # Keras has no public walk over nested layers; _flatten_layers is what Keras's own tracking uses
     norms = [layer for layer in model._flatten_layers(include_self=False)
              if isinstance(layer, keras.layers.BatchNormalization)]
-    return [v for layer in norms for v in layer.trainable_weights]
+    return [layer.beta for layer in norms if layer.center and layer.trainable]
 
 
 def freeze_step(epochs: float, steps_per_epoch: float) -> int:
@@ -52,7 +53,7 @@ def freeze_step(epochs: float, steps_per_epoch: float) -> int:
 
 
 class ParameterGroups:
-    """BN parameters' learning-rate factor and weight decay; the whitening bias's freeze."""
+    """BN offsets' learning-rate factor and weight decay; the whitening bias's freeze."""
 
     def __init__(self, model: keras.Model, bn_lr_factor: float, bn_weight_decay: float,
                  freeze_whiten_bias_at: int, whitening_required: bool = True) -> None:
@@ -61,7 +62,7 @@ class ParameterGroups:
         with `whitening_required` False (a search's candidates, some with that stem, some without)
         nothing to freeze."""
         self.bn_lr_factor, self.bn_weight_decay = float(bn_lr_factor), float(bn_weight_decay)
-        norm_ids = {id(v) for v in batch_norm_variables(model)}
+        norm_ids = {id(v) for v in batch_norm_offsets(model)}
         self.bn_indices = [i for i, v in enumerate(model.trainable_variables) if id(v) in norm_ids]
         self.bn_variables = [model.trainable_variables[i] for i in self.bn_indices]
         self.freeze_at = int(freeze_whiten_bias_at)
@@ -77,7 +78,7 @@ class ParameterGroups:
             self.frozen_bias = tf.Variable(tf.zeros_like(layer.bias), trainable=False, name="frozen_whiten_bias")
 
     def decay_loss(self) -> tf.Tensor | float:
-        """bn_weight_decay x the L2 (sum of squares / 2) of the BN parameters; 0 when off."""
+        """bn_weight_decay x the L2 (sum of squares / 2) of the BN offsets; 0 when off."""
         if self.bn_weight_decay <= 0 or not self.bn_variables:
             return 0.0
         return self.bn_weight_decay * tf.add_n([tf.nn.l2_loss(tf.cast(v, tf.float32)) for v in self.bn_variables])

@@ -63,7 +63,7 @@ class ProxyTraining:
         self.total_steps, self.calibration_ms = fixed_steps(state_dir) if self.timed else (None, None)
         self.ends = list(rungs.epochs) if rungs else [ALL_EPOCHS if self.timed else proxy.epochs]
         self.steps_per_epoch = len(data.x_train) // proxy.train_batch_size
-        self.schedule = self._schedule(model)
+        self.schedule = self._schedule()
         self.optimizer = MomentumSGD(model.trainable_variables, self.schedule, proxy.momentum,  # before the trace
                                      proxy.nesterov)
         self.recipe = self._recipe(model)
@@ -81,7 +81,7 @@ class ProxyTraining:
         self.last_evaluation: dict[str, Any] | None = None
         self.evaluated_steps = -1
 
-    def _schedule(self, model: keras.Model) -> RestartingCosine | RestartingTriangle:
+    def _schedule(self) -> RestartingCosine | RestartingTriangle:
         """The rung's learning rate: the warm-up and cosine, or airbench's triangle."""
         proxy, steps = self.proxy, self._schedule_steps(self.ends[0])
         if proxy.lr_schedule == "triangular":

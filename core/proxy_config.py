@@ -137,6 +137,14 @@ class ProxyConfig:
                 "back; the model ends each rung as the average (0: off; as amoeba train's)."})
     lookahead_decay: float = field(default=LOOKAHEAD_DECAY, metadata={
         "help": "The lookahead average's decay at the last step, times (step / steps)^3 before."})
+    ema_decay: float = field(default=0.0, metadata={
+        "help": "> 0: a moving average of the trainable weights with this decay, updated after every step and "
+                "evaluated in their place (as amoeba train's; rung checkpoints hold it; 0: off)."})
+    bn_momentum: float = field(default=0.0, metadata={
+        "help": "> 0: every batch-norm layer's moving-average momentum (Keras's convention; airbench94's 0.6); "
+                "0: the family's own."})
+    bn_epsilon: float = field(default=0.0, metadata={
+        "help": "> 0: every batch-norm layer's epsilon (airbench94's 1e-12); 0: the family's own."})
     whiten_bias_epochs: float = field(default=0.0, metadata={
         "help": "A whitening stem's bias (--space=convnet) trains this many epochs, then stays (0: always)."})
     augmentation: str = field(default="cifar", metadata={
@@ -233,7 +241,7 @@ class ProxyConfig:
         """The fast-recipe fields set away from the plain proxy recipe's (the names of those set)."""
         plain = ProxyConfig()
         names = ("nesterov", "lr_schedule", "label_smoothing", "bn_lr_factor", "bn_weight_decay", "lookahead_every",
-                 "whiten_bias_epochs", "augmentation", "eval_tta")
+                 "ema_decay", "bn_momentum", "bn_epsilon", "whiten_bias_epochs", "augmentation", "eval_tta")
         return [name for name in names if getattr(self, name) != getattr(plain, name)]
 
     @property

@@ -218,3 +218,45 @@ def test_the_proxys_airbench_pipeline_flips_each_image_over_in_the_next_epoch(mo
     assert 2 <= len(flipped) <= 14  # a random share mirrored in the first epoch
     for i in range(16):
         np.testing.assert_allclose(second[i], first[i][:, ::-1])  # every image flipped over the next
+
+
+def test_the_proxys_weight_average_follows_each_step_and_is_swapped_in_and_out():
+    from trainer.fast_recipe import WeightAverage
+
+    model = tiny_airbench()
+    average = WeightAverage(model, decay=0.75)
+    start = [v.numpy() for v in average.variables]
+    expected = [w.copy() for w in start]
+    for step in range(1, 3):
+        for variable in average.variables:
+            variable.assign_add(tf.fill(variable.shape, float(step)))
+        tf.function(average.after_step, autograph=False)()
+        expected = [0.75 * e + 0.25 * v.numpy() for e, v in zip(expected, average.variables)]
+    raw = [v.numpy() for v in average.variables]
+    with average.in_place():
+        for variable, value in zip(average.variables, expected):
+            np.testing.assert_allclose(variable.numpy(), value, rtol=1e-5, atol=1e-6)
+    for variable, value in zip(average.variables, raw):
+        np.testing.assert_array_equal(variable.numpy(), value)  # the raw weights back, to train on
+    assert len(average.trackable()["weight_average"]) == len(model.trainable_variables)
+
+
+def test_the_proxy_evaluates_the_average_and_sets_bn_momentum_and_epsilon():
+    import keras
+
+    from core.proxy_config import ProxyConfig
+    from searchspace import Block, NasNetGenotype, make_cell
+    from trainer.candidate import train_candidate
+    from trainer.candidate_network import proxy_network
+
+    cell = NasNetGenotype(make_cell([Block((0, 1), ("sep_conv_3x3", "none"))]),
+                          make_cell([Block((0, 1), ("max_pool_3x3", "none"))]))
+    proxy = ProxyConfig(epochs=2, filters=8, bn_momentum=0.6, bn_epsilon=1e-4, ema_decay=0.999999)
+    assert proxy.fast_recipe_changes() == ["ema_decay", "bn_momentum", "bn_epsilon"]
+    model, _ = proxy_network(cell, proxy, (8, 8, 1), 10, fused_batch_norm=True)
+    norms = [layer for layer in model._flatten_layers() if isinstance(layer, keras.layers.BatchNormalization)]
+    assert norms and all(n.momentum == 0.6 and n.epsilon == 1e-4 for n in norms)
+    # an average that hardly moves from the initial weights: evaluated, it scores near chance (0.1)
+    assert train_candidate(cell, proxy)["val_accuracy"] < 0.3
+    with pytest.raises(ValueError, match=r"proxy ema_decay: in \[0, 1\)"):
+        ProxyConfig(ema_decay=1.0)

@@ -25,6 +25,7 @@ progress file there (`StepProgress`), which the search's progress line reads.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from typing import Any, Callable
@@ -36,7 +37,7 @@ from core.proxy_config import ProxyConfig
 from trainer.candidate_network import batch1_latency_ms, inference_function, median_ms, proxy_network
 from core.trial_state import StepProgress, fixed_steps, record_steps
 from trainer.candidate_step import StepRecipe, eval_step_function, train_step_function
-from trainer.fast_recipe import Lookahead, ParameterGroups, freeze_step
+from trainer.fast_recipe import Lookahead, ParameterGroups, WeightAverage, freeze_step
 from trainer.fused_optimizer import MomentumSGD, RestartingCosine, RestartingTriangle
 from trainer.proxy_data import eval_pipeline, train_pipeline
 from trainer.rung_state import RungPlan, restore_rung, save_rung
@@ -94,7 +95,7 @@ class ProxyTraining:
         """The fast recipe's parts of the step, or None for the plain recipe (its step as it was)."""
         proxy = self.proxy
         if not (proxy.label_smoothing or proxy.bn_lr_factor != 1 or proxy.bn_weight_decay or proxy.lookahead_every
-                or proxy.whiten_bias_epochs):
+                or proxy.whiten_bias_epochs or proxy.ema_decay):
             return None
         groups = ParameterGroups(model, proxy.bn_lr_factor, proxy.bn_weight_decay,  # a stem without whitening:
                                  freeze_step(proxy.whiten_bias_epochs, self.steps_per_epoch),  # no bias to freeze
@@ -102,7 +103,8 @@ class ProxyTraining:
         lookahead = (Lookahead(model, proxy.lookahead_every, proxy.lookahead_decay, self.schedule.steps)
                      if proxy.lookahead_every else None)
         return StepRecipe(self.data.num_classes, proxy.label_smoothing, groups, lookahead,
-                          tf.Variable(0, dtype=tf.int64, trainable=False))
+                          tf.Variable(0, dtype=tf.int64, trainable=False),
+                          WeightAverage(model, proxy.ema_decay) if proxy.ema_decay else None)
 
     def _schedule_steps(self, epochs: int) -> int:
         return self.total_steps or self.steps_per_epoch * min(epochs, 1 << 20)
@@ -231,17 +233,20 @@ class ProxyTraining:
                 "time_to_target_s": self.reached_s, "best_val_accuracy": best, "evaluations": len(self.curve)}
 
     def evaluate(self) -> dict[str, float | None]:
-        """Accuracy and mean loss on the validation images, the latency at the evaluation batch
-        (median over the full batches) and the time it all took."""
+        """Accuracy and mean loss on the validation images (of the averaged weights with
+        --ema_decay), the latency at the evaluation batch (median over the full batches) and the time
+        it all took."""
         t_eval = time.perf_counter()
         correct = loss = 0.0
         batch_seconds = []  # of full batches
-        for x, y, w in eval_pipeline(self.data.x_val, self.data.y_val, self.eval_batch):
-            t_batch = time.perf_counter()
-            c, l = self.eval_step(x, y, w)
-            correct, loss = correct + float(c), loss + float(l)
-            if x.shape[0] == self.eval_batch:
-                batch_seconds.append(time.perf_counter() - t_batch)
+        average = self.recipe.average if self.recipe else None
+        with average.in_place() if average else contextlib.nullcontext():
+            for x, y, w in eval_pipeline(self.data.x_val, self.data.y_val, self.eval_batch):
+                t_batch = time.perf_counter()
+                c, l = self.eval_step(x, y, w)
+                correct, loss = correct + float(c), loss + float(l)
+                if x.shape[0] == self.eval_batch:
+                    batch_seconds.append(time.perf_counter() - t_batch)
         n_val = len(self.data.x_val)
         return {"val_accuracy": correct / n_val, "val_loss": loss / n_val,
                 "latency_ms_batch": median_ms(batch_seconds), "eval_seconds": time.perf_counter() - t_eval}
@@ -327,8 +332,9 @@ def train_on_one_device(genotype: Any, proxy: ProxyConfig, data: Any, t_start: f
         return {"val_accuracy": math.nan, **size, "load_seconds": load_seconds,
                 "setup_seconds": time.perf_counter() - t_start}
     run = ProxyTraining(model, infer, data, proxy, rungs, state_dir)
-    checkpoint = tf.train.Checkpoint(weights=[w.value for w in model.weights],
-                                     momentum=run.optimizer.accumulators) if rungs and rungs.checkpoint_dir else None
+    average = run.recipe.average.trackable() if run.recipe and run.recipe.average else {}
+    checkpoint = tf.train.Checkpoint(weights=[w.value for w in model.weights], momentum=run.optimizer.accumulators,
+                                     **average) if rungs and rungs.checkpoint_dir else None
     before = {**size, "load_seconds": load_seconds, "setup_seconds": time.perf_counter() - t_start}
     try:
         with graph_options(GRAPPLER_OFF):

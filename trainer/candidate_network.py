@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from core.proxy_config import ProxyConfig
 from trainer.airbench import whiten_from_images
+from trainer.batch_norm import set_batch_norm
 from trainer.models import ModelSpec, build_model, family_for_space, model_report
 from trainer.proxy_data import proxy_shape
 from trainer.worker_setup import GRAPPLER_OFF, graph_options, reset_keras
@@ -29,7 +30,7 @@ def proxy_network(genotype: Any, proxy: ProxyConfig, input_shape: tuple[int, ...
                   fused_batch_norm: bool, space: str = "nasnet",
                   train_images: Any = None) -> tuple[keras.Model, dict[str, int]]:
     """The candidate's proxy network, built by the model family of its `space` (N cells per stack,
-    F filters, CIFAR stem, for NASNet cells), and its size (trainable params, multiply_adds per
+    F filters, CIFAR stem, for NASNet cells) with the proxy's BN momentum and epsilon, and its size (trainable params, multiply_adds per
     image). A network with a whitening conv (trainer/airbench.py) whitens the first of
     `train_images` (the proxy's training images, uint8 or in [-1, 1]) when they are given."""
     height, width, channels = input_shape
@@ -39,6 +40,7 @@ def proxy_network(genotype: Any, proxy: ProxyConfig, input_shape: tuple[int, ...
                      num_cells=proxy.num_cells, filters=proxy.filters, stem="cifar",
                      fused_batch_norm=fused_batch_norm, genotype=genotype)
     model = build_model(spec)
+    set_batch_norm(model, proxy.bn_momentum, proxy.bn_epsilon)
     if train_images is not None:
         whiten_from_images(model, train_images)
     return model, model_report(model)

@@ -13,7 +13,7 @@ import keras
 import tensorflow as tf
 
 from trainer.evaluation import tta_logits
-from trainer.fast_recipe import Lookahead, ParameterGroups, per_example_loss
+from trainer.fast_recipe import Lookahead, ParameterGroups, WeightAverage, per_example_loss
 from trainer.fused_optimizer import DynamicLossScale, MomentumSGD
 
 
@@ -21,13 +21,15 @@ from trainer.fused_optimizer import DynamicLossScale, MomentumSGD
 class StepRecipe:
     """The fast-recipe parts of the proxy's step (trainer/fast_recipe.py): label smoothing over
     `num_classes`, the BN offsets' rate and decay and the whitening bias's freeze (`groups`, at
-    the candidate's step count `global_step`), lookahead (at the optimizer's step of the rung)."""
+    the candidate's step count `global_step`), lookahead (at the optimizer's step of the rung) and
+    the moving average of the weights (`average`, after everything else)."""
 
     num_classes: int
     label_smoothing: float
     groups: ParameterGroups
     lookahead: Lookahead | None
     global_step: tf.Variable
+    average: WeightAverage | None = None
 
 
 def train_step_function(model: keras.Model, optimizer: MomentumSGD, precision: str, weight_decay: float = 0.0,
@@ -67,6 +69,8 @@ def train_step_function(model: keras.Model, optimizer: MomentumSGD, precision: s
             if recipe.lookahead is not None:
                 recipe.lookahead.after_step(optimizer.iterations)
             recipe.groups.after_sync()
+            if recipe.average is not None:
+                recipe.average.after_step()
         return loss
 
     return train_step

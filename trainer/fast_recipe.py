@@ -15,6 +15,9 @@ trainer/train.py's Trainer and the search proxy's loop (trainer/candidate_loop.p
   weight of the model (BN's moving statistics too, as airbench's state_dict) with a decay d =
   `lookahead_decay` x (step / total_steps)^3, copied back into the model (w = avg); at the last step
   the model takes the average as it is (d = 1). airbench: every 5 steps, 0.95^5.
+- `WeightAverage`: the search proxy's `ema_decay`, a moving average of the trainable weights
+  (TensorFlow's ExponentialMovingAverage, from the weights at its start), swapped in for an
+  evaluation as amoeba train swaps in Keras's `use_ema` average (trainer/evaluation.py).
 
 Both run inside a compiled loop as graph ops (with or without autograph): the Trainer's, in the
 strategy's cross-replica context (they assign mirrored variables as a whole), and the proxy's.
@@ -23,7 +26,8 @@ This module must not build data, evaluate or checkpoint.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import contextlib
+from typing import Any, Iterator, Sequence
 
 import keras
 import tensorflow as tf
@@ -153,3 +157,36 @@ class Lookahead:
         due = tf.equal(tf.math.floormod(step, float(self.every)), 0.0)
         tf.cond(due, lambda: self._sync(self.decay * (step / total) ** 3), lambda: tf.constant(False))
         tf.cond(step >= total, lambda: self._sync(tf.constant(1.0)), lambda: tf.constant(False))
+
+
+class WeightAverage:
+    """A moving average of a model's trainable weights: after each step `average -= (1 - decay) x
+    (average - weight)` (tf.train.ExponentialMovingAverage, without its debiasing), starting from the
+    weights as they are when it is made; BN's moving statistics are averages already and stay as
+    they are. Keras's `use_ema` (amoeba train's) follows the same rule."""
+
+    def __init__(self, model: keras.Model, decay: float) -> None:
+        self.variables = [v.value for v in model.trainable_variables]  # the tf.Variables under Keras's
+        self.ema = tf.train.ExponentialMovingAverage(decay)
+        self.ema.apply(self.variables)  # makes the averages, equal to the weights: nothing moves yet
+        self.average = [self.ema.average(v) for v in self.variables]
+
+    def trackable(self) -> dict[str, list[tf.Variable]]:
+        """What a checkpoint keeps of it."""
+        return {"weight_average": self.average}
+
+    def after_step(self) -> None:
+        """After the optimizer's step (and lookahead's sync): the averages move. Graph ops only."""
+        self.ema.apply(self.variables)
+
+    @contextlib.contextmanager
+    def in_place(self) -> Iterator[None]:
+        """Inside, the model's trainable weights are their averages; after, their raw values again."""
+        raw = [v.numpy() for v in self.variables]
+        for variable, average in zip(self.variables, self.average):
+            variable.assign(average)
+        try:
+            yield
+        finally:
+            for variable, value in zip(self.variables, raw):
+                variable.assign(value)

@@ -63,3 +63,35 @@ def test_the_report_prints_the_rank_agreement(tmp_path):
 
     table = _table([1, 2, 3], [0.7, 0.9, 0.8])
     assert "by top-1: -0.33" in rank_agreement(table)[0]
+
+
+def test_the_proxy_audit_benchmark_matches_nets_by_genotype_and_ranks_unreached_targets_last(tmp_path):
+    import importlib.util
+    import json
+
+    from searchspace.convnet import AIRBENCH94
+
+    spec = importlib.util.spec_from_file_location("audit", os.path.join(os.path.dirname(__file__), "..",
+                                                                        "benchmarks", "proxy_rank_agreement.py"))
+    audit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(audit)
+    runs = {"airbench94": ({"model": "airbench94"}, [0.8, 0.91]),
+            "r9": ({"model": "resnet9", "width_multiplier": 0.5}, [0.86, 0.88]),
+            "narrow": ({"model": "convnet", "genotype": {**AIRBENCH94.to_json(), "activation": "relu"}}, [0.87, 0.9])}
+    for name, (config, top1s) in runs.items():
+        os.makedirs(tmp_path / name)
+        (tmp_path / name / "train_config.json").write_text(json.dumps(config))
+        (tmp_path / name / "eval_history.jsonl").write_text(
+            "".join(json.dumps({"top1": t, "wall_seconds": 100.0 * (i + 1)}) + "\n" for i, t in enumerate(top1s)))
+    keys = [audit.network_of(str(tmp_path / name)).key() for name in runs]
+    assert "stages=64c0r2.128c0r0.256c0r2" in keys[1]  # ResNet-9's widths halved
+    pd.DataFrame({"trial_id": [0, 1, 2, 3], "status": ["ok"] * 4, "key": keys + [keys[0]],
+                  "seconds_to_target": [300.0, 100.0, 200.0, 50.0]}).to_csv(tmp_path / "results.csv", index=False)
+    scores = audit.proxy_scores([str(tmp_path)])
+    assert scores[keys[0]] == 300.0  # a repeat's later score is not the net's
+    table = pd.DataFrame([{"proxy_seconds": scores[k], **audit.full_training(str(tmp_path / n), [0.85, 0.9])}
+                          for k, n in zip(keys, runs)])
+    assert table["to_0.9"].tolist() == [200.0, float("inf"), 200.0]
+    tau = audit.agreement(table, [0.85, 0.9])
+    assert tau["top1"]["tau"] == -1.0  # the proxy's order is full training's top-1 reversed
+    assert tau["to_0.85"]["tau"] == pytest.approx(2 / 6 ** 0.5, abs=1e-3)  # 2 concordant pairs, 1 tied: tau-b

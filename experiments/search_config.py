@@ -92,6 +92,9 @@ class SearchConfig:
                              api=False)
     ops: tuple[str, ...] = _algo((), "The ops a cell may use, from searchspace/ops.py's table (default: the paper's "
                                      "8), e.g. none,max_pool_3x3,conv_1x1,plain_conv_3x3,sep_conv_3x3.", api=False)
+    mutations: tuple[str, ...] = _algo((), "The mutations a child may get (default: all of the space's), e.g. "
+                                           "activation,stem,pool_order for --space=convnet (searchspace/convnet.py "
+                                           "MUTATIONS) or op for --space=nasnet (hidden_state, op).", api=False)
     cpus_per_trial: float = _runs(0.0, "CPUs per trial (0: the cluster's CPUs shared out among the concurrent "
                                        "trials).")
     gpus_per_trial: float = _runs(0.0, "GPUs per trial; a fraction shares a GPU (0.5: two trials per GPU, each "
@@ -263,15 +266,20 @@ class SearchConfig:
         """The space candidates come from: NASNet cells, the one family the proxy trainer builds, unless
         a function of one's own trains them (`space`)."""
         if self.space:
+            if self.mutations:
+                raise ValueError("mutations: set them in the space's own config (`space`), not beside it")
             return space_from_config(self.space)
         ops = {"ops": list(self.ops)} if self.ops else {}
         if self.proxy_space == "nasnet_macro":
+            if self.mutations:
+                raise ValueError("mutations: the nasnet and convnet spaces' (--space=nasnet_macro draws its own)")
             return NasNetMacroSpace(max_blocks=self.num_blocks, **ops)
         if self.proxy_space == "convnet":
             if self.ops:
                 raise ValueError("ops: the ops of cells; the convnet space has none (its convs are 3x3)")
-            return convnet_space(self.proxy.input_size)
-        return space_from_config({"name": "nasnet", "num_blocks": self.num_blocks, **ops})
+            return convnet_space(self.proxy.input_size, self.mutations)
+        mutations = {"mutations": list(self.mutations)} if self.mutations else {}
+        return space_from_config({"name": "nasnet", "num_blocks": self.num_blocks, **ops, **mutations})
 
     def new_algorithm(self, journal_path: str | None = None, journal_lock: JournalLock | None = None
                       ) -> SearchAlgorithm:

@@ -26,6 +26,8 @@ import random
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
+from searchspace.mutations import check_mutations, mutations_config
+
 SPACE_NAME = "convnet"
 STEMS = ("conv3x3", "whiten2x2")
 ACTIVATIONS = ("relu", "leaky_relu", "gelu", "silu")  # Keras's names
@@ -223,6 +225,7 @@ class ConvNetSpace:
     stage_counts: tuple[int, ...] = STAGE_COUNTS
     max_convs: int = MAX_CONVS
     identity_prob: float = 0.05
+    mutations: tuple[str, ...] = tuple(MUTATIONS)
     name: str = field(default=SPACE_NAME, init=False)
 
     def __post_init__(self) -> None:
@@ -241,12 +244,14 @@ class ConvNetSpace:
             if list(values) != sorted(values):
                 raise ValueError(f"{name}: increasing, got {list(values)}")
         _whole(self.max_convs, "max_convs", 0)
+        object.__setattr__(self, "mutations", check_mutations(self.mutations, MUTATIONS))
         if not 0.0 <= self.identity_prob <= 1.0:
             raise ValueError(f"identity_prob: in [0, 1], got {self.identity_prob}")
 
     def to_config(self) -> dict[str, Any]:
         return {"name": self.name, **{k: list(v) if isinstance(v, tuple) else v
-                                      for k, v in self.__dict__.items() if k != "name"}}
+                                      for k, v in self.__dict__.items() if k not in ("name", "mutations")},
+                **mutations_config(self.mutations, tuple(MUTATIONS))}
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "ConvNetSpace":
@@ -272,11 +277,11 @@ class ConvNetSpace:
                                rng.choice(self.head_divisors))
 
     def mutate(self, parent: ConvNetGenotype, rng: random.Random) -> tuple[ConvNetGenotype, str]:
-        """Identity with `identity_prob`; else one of MUTATIONS, drawn uniformly among those that
-        apply (stem_width with a conv3x3 stem; a choice the space offers two or more of)."""
+        """Identity with `identity_prob`; else one of the space's `mutations`, drawn uniformly among
+        those that apply (stem_width with a conv3x3 stem; a choice the space offers two or more of)."""
         if rng.random() < self.identity_prob:
             return parent, "identity"
-        usable = [m for m in MUTATIONS if (m not in MUTATION_OPTIONS or len(getattr(self, MUTATION_OPTIONS[m])) > 1)
+        usable = [m for m in self.mutations if (m not in MUTATION_OPTIONS or len(getattr(self, MUTATION_OPTIONS[m])) > 1)
                   and (m != "stem_width" or parent.stem == "conv3x3")
                   and (m != "convs" or self.max_convs > 0)]
         if not usable:
@@ -284,15 +289,15 @@ class ConvNetSpace:
         return MUTATIONS[rng.choice(usable)](self, parent, rng)
 
 
-def convnet_space(image_size: int) -> ConvNetSpace:
+def convnet_space(image_size: int, mutations: tuple[str, ...] = ()) -> ConvNetSpace:
     """The space for images of `image_size` pixels a side: as many stages as leave a pixel after
-    the stem (the whitening's 2x2 conv takes one) and the pools. ValueError for images too small
-    for two."""
+    the stem (the whitening's 2x2 conv takes one) and the pools; children get only `mutations`
+    (names of MUTATIONS; empty: all). ValueError for images too small for two."""
     counts = tuple(n for n in STAGE_COUNTS if 2 ** n + 1 <= image_size)
     if not counts:
         raise ValueError(f"space convnet: images of {image_size} pixels are too small for {STAGE_COUNTS[0]} stages "
                          f"(at least {2 ** STAGE_COUNTS[0] + 1}; give a larger --image_size)")
-    return ConvNetSpace(stage_counts=counts)
+    return ConvNetSpace(stage_counts=counts, mutations=tuple(mutations) or tuple(MUTATIONS))
 
 
 # The published nets, exactly (their parameters and multiply-adds: tests/test_convnet.py)

@@ -56,6 +56,21 @@ def test_sampling_and_mutation_are_seeded_valid_and_change_one_thing():
     assert space.to_config()["name"] == "convnet" and ConvNetSpace.from_config(space.to_config()) == space
 
 
+def test_a_space_with_some_mutations_changes_only_those_and_keeps_them_in_its_config():
+    space = convnet_space(32, ("activation", "stem", "pool_order"))
+    rng, parent = random.Random(0), AIRBENCH94
+    for _ in range(200):
+        child, what = space.mutate(parent, rng)
+        assert what.split(" ")[0] in {"activation", "stem", "pool_order", "identity"}, what
+        assert (child.stages, child.head_pool, child.head_divisor, child.bn_scale) == \
+            (AIRBENCH94.stages, "max", 9, False)
+        parent = child
+    assert ConvNetSpace.from_config(space.to_config()) == space
+    assert "mutations" not in convnet_space(32).to_config()  # journals of the default stay as they were
+    with pytest.raises(ValueError, match="mutations: unknown 'op'"):
+        convnet_space(32, ("op",))
+
+
 def test_the_space_for_small_images_takes_fewer_stages():
     assert convnet_space(32).stage_counts == (2, 3, 4)
     assert convnet_space(8).stage_counts == (2,)

@@ -153,7 +153,7 @@ def test_sampling_and_mutation_follow_the_seed_and_the_space_comes_back_from_its
         NasNetMacroSpace(filters=(16, 8))
 
 
-def test_the_search_flags_choose_the_space_and_its_ops(tmp_path):
+def test_the_search_flags_choose_the_space_its_ops_and_its_mutations(tmp_path):
     macro = SearchConfig(output_dir=str(tmp_path), proxy_space="nasnet_macro", ops=OPS, num_blocks=3)
     assert macro.search_space() == NasNetMacroSpace(ops=OPS, max_blocks=3)
     plain = SearchConfig(output_dir=str(tmp_path), ops=("none", "plain_conv_3x3"))
@@ -161,6 +161,11 @@ def test_the_search_flags_choose_the_space_and_its_ops(tmp_path):
     assert SearchConfig(output_dir=str(tmp_path)).search_space() == NasNetSpace()  # the paper's, unchanged
     with pytest.raises(ValueError, match="ops: need two or more known ops, got \\['none', 'conv_9x9'\\]"):
         SearchConfig(output_dir=str(tmp_path), ops=("none", "conv_9x9"))
+    assert SearchConfig(output_dir=str(tmp_path), mutations=("op",)).search_space() == NasNetSpace(mutations=("op",))
+    convnet = SearchConfig(output_dir=str(tmp_path), proxy_space="convnet", mutations=("activation", "stem"))
+    assert convnet.search_space().mutations == ("activation", "stem")
+    with pytest.raises(ValueError, match="mutations: the nasnet and convnet spaces'"):
+        SearchConfig(output_dir=str(tmp_path), proxy_space="nasnet_macro", mutations=("op",)).search_space()
 
 
 def test_the_network_follows_the_macro_part_at_its_own_size():

@@ -6,7 +6,8 @@ proxy's score (seconds_to_target, smaller first) and full training's time to eac
 top-1.
 
 A model dir's network is its train_config.json's convnet genotype, or a family the convnet space
-holds exactly at width 1 (airbench94, resnet9), or resnet9 at another width (its widths scaled).
+holds exactly at width 1 (airbench94, airbench94_relu, resnet9), or resnet9 at another width (its
+widths scaled).
 Time to a target: the wall seconds at the end of the first evaluation at or over it
 (eval_history.jsonl: training and evaluations, DAWNBench's count), so it is only as fine as the
 evaluations were frequent. This script must not train or write anything: it prints a table and
@@ -31,7 +32,10 @@ from scipy.stats import kendalltau
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from searchspace import genotype_from_json  # noqa: E402
-from searchspace.convnet import CONVNET_REFERENCES, RESNET9, ConvNetGenotype  # noqa: E402
+from searchspace.convnet import AIRBENCH94, CONVNET_REFERENCES, RESNET9, ConvNetGenotype  # noqa: E402
+
+# The model families that are one convnet at width 1 (trainer/models.py's table)
+FAMILIES = {**CONVNET_REFERENCES, "airbench94_relu": dataclasses.replace(AIRBENCH94, activation="relu")}
 
 
 def network_of(model_dir: str) -> ConvNetGenotype:
@@ -43,8 +47,8 @@ def network_of(model_dir: str) -> ConvNetGenotype:
         if isinstance(genotype, ConvNetGenotype):
             return genotype
     width = float(saved.get("width_multiplier") or 1.0)
-    if saved.get("model") in CONVNET_REFERENCES and width == 1.0:
-        return CONVNET_REFERENCES[saved["model"]]
+    if saved.get("model") in FAMILIES and width == 1.0:
+        return FAMILIES[saved["model"]]
     if saved.get("model") == "resnet9":
         stages = tuple(dataclasses.replace(s, width=round(s.width * width)) for s in RESNET9.stages)
         return dataclasses.replace(RESNET9, stem_width=round(RESNET9.stem_width * width), stages=stages)

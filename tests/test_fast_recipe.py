@@ -241,6 +241,33 @@ def test_the_proxys_weight_average_follows_each_step_and_is_swapped_in_and_out()
     assert len(average.trackable()["weight_average"]) == len(model.trainable_variables)
 
 
+def test_a_rung_checkpoint_keeps_the_weight_average_and_a_resume_reads_it_back(tmp_path):
+    from types import SimpleNamespace
+
+    from trainer.candidate_loop import rung_checkpoint
+    from trainer.fast_recipe import WeightAverage
+    from trainer.rung_state import restore_rung, save_rung
+
+    def state(model):
+        average = WeightAverage(model, decay=0.5)
+        return average, SimpleNamespace(accumulators=[tf.Variable(tf.zeros_like(v)) for v in average.variables])
+
+    model = tiny_airbench()
+    average, optimizer = state(model)
+    for variable in average.variables:
+        variable.assign_add(tf.ones_like(variable))
+    average.after_step()  # the average now lags the weights by half a step
+    save_rung(rung_checkpoint(model, optimizer, average), str(tmp_path), 0, 1, [{"rung": 0}])
+    fresh = tiny_airbench()
+    resumed, fresh_optimizer = state(fresh)
+    assert restore_rung(rung_checkpoint(fresh, fresh_optimizer, resumed), str(tmp_path)) == (1, [{"rung": 0}])
+    for saved, read, weight in zip(average.average, resumed.average, fresh.trainable_variables):
+        np.testing.assert_array_equal(read.numpy(), saved.numpy())
+        assert not np.allclose(read.numpy(), weight.numpy())  # the average, not the weights again
+    with pytest.raises(AssertionError):  # a trial resumed without its average is refused, not half-read
+        restore_rung(rung_checkpoint(tiny_airbench(), fresh_optimizer, None), str(tmp_path))
+
+
 def test_the_proxy_evaluates_the_average_and_sets_bn_momentum_and_epsilon():
     import keras
 

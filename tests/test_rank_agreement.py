@@ -85,6 +85,8 @@ def test_the_proxy_audit_benchmark_matches_nets_by_genotype_and_ranks_unreached_
             "".join(json.dumps({"top1": t, "wall_seconds": 100.0 * (i + 1)}) + "\n" for i, t in enumerate(top1s)))
     keys = [audit.network_of(str(tmp_path / name)).key() for name in runs]
     assert "stages=64c0r2.128c0r0.256c0r2" in keys[1]  # ResNet-9's widths halved
+    (tmp_path / "narrow" / "train_config.json").write_text(json.dumps({"model": "airbench94_relu"}))
+    assert audit.network_of(str(tmp_path / "narrow")).key() == keys[2]  # the family is the same convnet
     pd.DataFrame({"trial_id": [0, 1, 2, 3], "status": ["ok"] * 4, "key": keys + [keys[0]],
                   "seconds_to_target": [300.0, 100.0, 200.0, 50.0]}).to_csv(tmp_path / "results.csv", index=False)
     scores = audit.proxy_scores([str(tmp_path)])

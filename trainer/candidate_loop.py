@@ -317,6 +317,13 @@ def batch1_latency(infer: Callable, data: Any) -> dict[str, float]:
     return {"latency_ms": latency_ms, "latency_seconds": time.perf_counter() - t_latency}
 
 
+def rung_checkpoint(model: keras.Model, optimizer: Any, average: WeightAverage | None) -> tf.train.Checkpoint:
+    """What a rung's checkpoint keeps: the weights (BN's statistics among them), the optimizer's
+    momentum and, with --ema_decay, the weight average."""
+    return tf.train.Checkpoint(weights=[w.value for w in model.weights], momentum=optimizer.accumulators,
+                               **(average.trackable() if average else {}))
+
+
 def train_on_one_device(genotype: Any, proxy: ProxyConfig, data: Any, t_start: float, load_seconds: float,
                         rungs: RungPlan | None = None, max_latency_ms: float = 0.0, state_dir: str | None = None,
                         space: str = "nasnet") -> dict[str, float]:
@@ -332,9 +339,8 @@ def train_on_one_device(genotype: Any, proxy: ProxyConfig, data: Any, t_start: f
         return {"val_accuracy": math.nan, **size, "load_seconds": load_seconds,
                 "setup_seconds": time.perf_counter() - t_start}
     run = ProxyTraining(model, infer, data, proxy, rungs, state_dir)
-    average = run.recipe.average.trackable() if run.recipe and run.recipe.average else {}
-    checkpoint = tf.train.Checkpoint(weights=[w.value for w in model.weights], momentum=run.optimizer.accumulators,
-                                     **average) if rungs and rungs.checkpoint_dir else None
+    checkpoint = (rung_checkpoint(model, run.optimizer, run.recipe.average if run.recipe else None)
+                  if rungs and rungs.checkpoint_dir else None)
     before = {**size, "load_seconds": load_seconds, "setup_seconds": time.perf_counter() - t_start}
     try:
         with graph_options(GRAPPLER_OFF):

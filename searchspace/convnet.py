@@ -212,7 +212,8 @@ MUTATION_OPTIONS = {"stem": "stems", "activation": "activations", "pool_order": 
 
 @dataclass(frozen=True)
 class ConvNetSpace:
-    """Uniform sampling of every choice; one mutation per child (identity with `identity_prob`)."""
+    """Uniform sampling of every choice; one mutation per child, of the kinds `mutations` names
+    (identity with `identity_prob`)."""
 
     stems: tuple[str, ...] = STEMS
     stem_widths: tuple[int, ...] = STEM_WIDTHS

@@ -20,7 +20,6 @@ Run: .venv/bin/python benchmarks/proxy_rank_agreement.py --search_dirs=S1,S2 --m
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import os
@@ -32,11 +31,7 @@ from scipy.stats import kendalltau
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from searchspace import genotype_from_json  # noqa: E402
-from searchspace.convnet import AIRBENCH94, CONVNET_REFERENCES, RESNET9, ConvNetGenotype  # noqa: E402
-
-# The model families that are one convnet at width 1 (trainer/models.py's table)
-FAMILIES = {**CONVNET_REFERENCES, "airbench94_relu": dataclasses.replace(AIRBENCH94, activation="relu")}
-
+from searchspace.convnet import ConvNetGenotype, family_network  # noqa: E402
 
 def network_of(model_dir: str) -> ConvNetGenotype:
     """The convnet genotype a model dir trained; ValueError naming the dir when it has none."""
@@ -46,13 +41,10 @@ def network_of(model_dir: str) -> ConvNetGenotype:
         genotype = genotype_from_json(saved["genotype"])
         if isinstance(genotype, ConvNetGenotype):
             return genotype
-    width = float(saved.get("width_multiplier") or 1.0)
-    if saved.get("model") in FAMILIES and width == 1.0:
-        return FAMILIES[saved["model"]]
-    if saved.get("model") == "resnet9":
-        stages = tuple(dataclasses.replace(s, width=round(s.width * width)) for s in RESNET9.stages)
-        return dataclasses.replace(RESNET9, stem_width=round(RESNET9.stem_width * width), stages=stages)
-    raise ValueError(f"{model_dir}: model {saved.get('model')!r} is not a network of the convnet space")
+    network = family_network(str(saved.get("model")), saved.get("width_multiplier"))
+    if network is None:
+        raise ValueError(f"{model_dir}: model {saved.get('model')!r} is not a network of the convnet space")
+    return network
 
 
 def proxy_scores(search_dirs: list[str]) -> dict[str, float]:

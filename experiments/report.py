@@ -26,6 +26,7 @@ import pandas as pd
 from evolution import JournalError, resume
 from experiments import ranking
 from experiments.comparison import comparison_text, promote_verdict, rank_agreement, top5_trivial
+from experiments.headline import headline
 from experiments.layout import CONFIG, JOURNAL, PLAN, RESULT
 from experiments.promote import best_distinct_trials, read_comparison
 from experiments.report_figures import (  # noqa: F401 - pareto_front: its public name here too
@@ -237,6 +238,7 @@ table.table td:last-child { text-align: left; max-width: 520px; overflow-wrap: a
 figure { margin: 0.8em 0; } figure svg { max-width: 100%; height: auto; }
 figcaption { font-size: 0.85em; color: #555; }
 .note { background: #fff6dd; border: 1px solid #e8d9a8; padding: 0.5em 0.8em; }
+.headline { font-size: 1.15em; font-weight: bold; }
 .scroll { overflow-x: auto; }
 pre { background: #f6f6f6; padding: 0.6em; font-size: 0.8em; overflow-x: auto; }
 """
@@ -280,6 +282,11 @@ def build_report(runs: list[SearchRun | PromoteRun]) -> tuple[str, str]:
     for note in dict.fromkeys(notes):
         body.insert(1, f'<p class="note">{html.escape(note)}</p>')
         text.insert(0, f"note: {note}")
+    for run in reversed(promotes):  # the report opens with each promote's race in one sentence
+        said = headline(run.table, run.histories, run.genotypes, run.seeds)
+        if said:
+            body.insert(1, f'<p class="headline">{html.escape(run.name)}: {html.escape(said)}</p>')
+            text.insert(0, f"{run.name}: {said}")
     page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>amoeba-nas report</title>"
             f"<style>{STYLE}</style></head>\n<body>\n" + "\n".join(body) + f"\n<script>{CHECK_FIGURES}</script>\n"
             "</body></html>\n")

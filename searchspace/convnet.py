@@ -307,3 +307,37 @@ AIRBENCH94 = ConvNetGenotype("whiten2x2", 0, "gelu", (Stage(64, 1), Stage(256, 1
 RESNET9 = ConvNetGenotype("conv3x3", 64, "relu", (Stage(128, 0, 2), Stage(256, 0, 0), Stage(512, 0, 2)),
                           "conv_bn_pool", bn_scale=True, head_pool="max", head_divisor=8)
 CONVNET_REFERENCES = {"airbench94": AIRBENCH94, "resnet9": RESNET9}
+
+
+def family_network(model: str, width_multiplier: float | None = None) -> ConvNetGenotype | None:
+    """The convnet genotype of a model family (trainer/models.py's table) at a width, as its builder
+    rounds widths (max(1, round(w * width))): airbench94, airbench94_relu and resnet9; None for a
+    family the space does not hold (resnet20, the cell networks)."""
+    width = float(width_multiplier or 1.0)
+    base = {**CONVNET_REFERENCES, "airbench94_relu": replace(AIRBENCH94, activation="relu")}.get(model)
+    if base is None:
+        return None
+
+    def scaled(w: int) -> int:
+        return max(1, round(w * width))
+
+    stages = tuple(replace(s, width=scaled(s.width)) for s in base.stages)
+    return replace(base, stem_width=scaled(base.stem_width) if base.stem_width else 0, stages=stages)
+
+
+def differences(before: ConvNetGenotype, after: ConvNetGenotype) -> list[str]:
+    """What `after` changed of `before`, one phrase a field (`activation gelu -> silu`, `stage 1 width
+    256 -> 192`, in the mutations' words); empty when they are the same network."""
+    said = []
+    stem = (lambda g: g.stem if g.stem == "whiten2x2" else f"conv3x3 of {g.stem_width}")
+    if stem(before) != stem(after):
+        said.append(f"stem {stem(before)} -> {stem(after)}")
+    for name in ("activation", "pool_order", "bn_scale", "head_pool", "head_divisor"):
+        if getattr(before, name) != getattr(after, name):
+            said.append(f"{name} {getattr(before, name)} -> {getattr(after, name)}")
+    if len(before.stages) != len(after.stages):
+        said.append(f"stages {len(before.stages)} -> {len(after.stages)}")
+    for i, (a, b) in enumerate(zip(before.stages, after.stages)):
+        said += [f"stage {i} {what} {getattr(a, what)} -> {getattr(b, what)}"
+                 for what in ("width", "convs", "residual") if getattr(a, what) != getattr(b, what)]
+    return said

@@ -92,3 +92,8 @@ def recipe_from_flags(values: flags.FlagValues, command: str) -> dict[str, Any]:
     """The TrainConfig fields the recipe flags set (an old spelling given: a warning, then its value)."""
     apply_deprecated(values, DEPRECATED, command)
     return flag_settings(_SETTINGS[id(values)], values)
+
+
+def given_recipe(values: flags.FlagValues) -> set[str]:
+    """The TrainConfig fields the command line or a flagfile set."""
+    return {s.path[-1] for s in _SETTINGS[id(values)] if values[s.flag].present}

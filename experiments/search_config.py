@@ -154,6 +154,9 @@ class SearchConfig:
                                       "failed them); the retries are journaled.")
     trainable: str = _runs("", "A function of one's own (experiments.api), named; empty: the proxy trainer.",
                            flag=False, api=False)
+    sized_to_data: bool = _runs(False, "The settings not given were sized to --data by experiments/sizing.py's rule "
+                                       "(`amoeba search --data` without --space); amoeba promote sizes its own then.",
+                                flag=False, api=False)
 
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:

@@ -158,24 +158,36 @@ def test_the_search_proxy_trains_a_whitened_convnet_on_digits(monkeypatch):
 
 
 @pytest.mark.integration
-def test_a_convnet_search_with_the_fast_recipe_then_its_best_trained_by_amoeba_train(cifar_mini, tmp_path,
-                                                                                     shared_ray):
-    """The race's path on prepared JPEGs: a convnet search seeded with airbench94, its candidates
-    trained with the fast recipe's flags, then its best net trained by amoeba train."""
+def test_a_search_sized_to_its_data_calibrates_then_its_best_is_trained_by_amoeba_train(cifar_mini, tmp_path,
+                                                                                        shared_ray):
+    """The README's photo path on prepared JPEGs: --data and no --space, so the convnet space from
+    airbench94 and the fast recipe, sized to the data (experiments/sizing.py), the target set by a
+    calibration run that a rerun reads back; then its best net trained by amoeba train."""
     from evolution import resume
     from tests.conftest import amoeba_here
 
     _, data = cifar_mini
     out = str(tmp_path / "search")
-    recipe = ["--lr_schedule=triangular", "--label_smoothing=0.2", "--bn_lr_factor=8", "--lookahead_every=2",
-              "--augmentation=airbench", "--eval_tta=flip", "--whiten_bias_epochs=0.5", "--train_batch_size=64"]
-    search = amoeba_here("search", f"--output_dir={out}", "--space=convnet", "--initial=airbench94", f"--data={data}",
-                         "--image_size=16", "--validation_images=100", "--train_images=256", "--epochs=1",
-                         "--max_trials=3", "--population_size=2", "--sample_size=2", "--max_concurrent=1", *recipe)
+    command = ["search", f"--output_dir={out}", f"--data={data}", "--image_size=16", "--validation_images=100",
+               "--train_images=256", "--epochs=1", "--max_trials=3", "--population_size=2", "--sample_size=2",
+               "--max_concurrent=1", "--trial_timeout_s=600"]  # given: kept (a child's first step may be slow)
+    search = amoeba_here(*command)
     assert "3 trials done (0 failed)" in search.stdout, search.stdout + search.stderr
+    calibration = resume(f"{out}/calibration/journal.jsonl", read_only=True)
+    accuracy = calibration.outcomes[0].metrics["val_accuracy"]
+    assert calibration.trials[0].genotype == AIRBENCH94 and len(calibration.trials) == 1
+    assert f"calibration: airbench94 reached {accuracy:.4f} validation accuracy" in search.stdout
+    proxy = json.load(open(f"{out}/search_config.json"))["proxy"]
+    assert proxy["target_accuracy"] == round(0.95 * accuracy, 4) and proxy["epochs"] == 1  # given: kept
+    assert proxy["timeout_s"] == 600 and proxy["target_seconds"] > 0
+    assert (proxy["augmentation"], proxy["lookahead_every"], proxy["train_batch_size"]) == ("airbench", 5, 64)
     algorithm = resume(f"{out}/journal.jsonl", read_only=True)
     assert algorithm.trials[0].genotype == AIRBENCH94 and algorithm.space.to_config()["stage_counts"] == [2, 3]
+    assert algorithm.objective == "seconds_to_target" and algorithm.outcomes[1].reused_from == 0
     assert all(isinstance(t.genotype, ConvNetGenotype) for t in algorithm.trials.values())
+    again = amoeba_here(*command)  # the same command resumes: the calibration is read back, not trained again
+    assert "all 3 trials already done" in again.stdout, again.stdout + again.stderr
+    assert len(resume(f"{out}/calibration/journal.jsonl", read_only=True).trials) == 1
     trained = amoeba_here("train", f"--model={out}", f"--data={data}", f"--model_dir={tmp_path / 'best'}",
                           "--image_size=16", "--train_steps=2", "--train_batch_size=32", "--eval_batch_size=100",
                           "--optimizer=momentum", "--augmentation=airbench", "--iterations_per_loop=2")

@@ -22,7 +22,7 @@ from evolution import resume
 from searchspace import MacroGenotype, NasNetGenotype, NasNetSpace
 from tests.conftest import AMOEBA, QUIET_TF, amoeba_here, wait_for_text
 
-TINY_SEARCH = ["--max_concurrent=1", "--population_size=3", "--sample_size=2", "--epochs=1",
+TINY_SEARCH = ["--space=nasnet", "--max_concurrent=1", "--population_size=3", "--sample_size=2", "--epochs=1",
                "--filters=4", "--num_blocks=2", "--train_batch_size=64"]
 
 

@@ -42,6 +42,12 @@ def main(args: list[str]) -> None:
     fields = flag_settings(SETTINGS, FLAGS)
     fields["data"] = fields["data"] if fields["data"].startswith("gs://") else os.path.abspath(fields["data"])
     fields["search_dirs"] = tuple(os.path.abspath(d) for d in fields["search_dirs"])
+    recipe = recipe_from_flags(FLAGS, "promote")
+    try:
+        if sized_searches(fields["search_dirs"]):
+            _size(fields, recipe)
+    except ValueError as err:
+        raise app.UsageError(str(err)) from None
     if not fields["match_params"]:
         nasnet = bool(fields["search_dirs"]) and not own_size_searches(fields["search_dirs"])  # macro: own size
         fields["match_params"], note = default_match_params(FLAGS.output_dir, fields["baselines"], nasnet,
@@ -50,7 +56,7 @@ def main(args: list[str]) -> None:
         note = None
     try:
         size_flags = tuple(name for name in ("filters", "num_cells") if FLAGS[name].present)
-        config = build(PromoteConfig, {**fields, "recipe": recipe_from_flags(FLAGS, "promote"),
+        config = build(PromoteConfig, {**fields, "recipe": recipe,
                                        "size_flags": size_flags})
         if note:  # once the settings are known to be good
             print(note, flush=True)
@@ -70,3 +76,24 @@ def main(args: list[str]) -> None:
         reasons = ", ".join(f"{n}: {e or s}" for n, s, e in zip(failed.name, failed.status, failed.error))
         raise app.UsageError(f"{len(failed)} of {len(table)} models did not finish ({reasons}); rerun the same "
                              "command to resume them")
+
+
+def sized_searches(search_dirs: tuple[str, ...]) -> bool:
+    """Whether every search of `search_dirs` was sized to its data (`amoeba search --data` without
+    --space: experiments/sizing.py); a dir without its search_config.json is not."""
+    from core import storage
+    from experiments.layout import CONFIG
+
+    paths = [os.path.join(d, CONFIG) for d in search_dirs]
+    return bool(paths) and all(os.path.exists(p) and storage.read_json(p).get("sized_to_data") for p in paths)
+
+
+def _size(fields: dict, recipe: dict) -> None:
+    """The promote settings and recipe fields not given, from experiments/sizing.py's rule for --data."""
+    from experiments import sizing
+    from experiments.recipe_flags import given_recipe
+
+    settings, sized = sizing.promote_settings(sizing.DataFacts.read(fields["data"]))
+    fields.update({name: value for name, value in settings.items() if not FLAGS[name].present})
+    given = given_recipe(FLAGS)
+    recipe.update({name: value for name, value in sized.items() if name not in given})

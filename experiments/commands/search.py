@@ -13,10 +13,11 @@ import os
 from absl import app, flags
 
 from evolution import JournalLocked
+from experiments.layout import CONFIG
 from experiments.search import ClusterTooSmall, SearchConfig, SearchHalted, open_search, run_search, summary
 from experiments.settings import Setting, apply_deprecated, build, define_flags, flag_settings
 from core.proxy_config import DATA_DIR_DATASET, PROXY_RENAMED
-from core.storage import is_gcs
+from core.storage import is_gcs, read_json
 
 FLAGS = flags.FlagValues()
 
@@ -39,7 +40,37 @@ def config_from_flags(values: flags.FlagValues, settings: list[Setting], cls: ty
         proxy["dataset"] = DATA_DIR_DATASET
     if proxy["data"] and not is_gcs(proxy["data"]):
         proxy["data"] = os.path.abspath(proxy["data"])
+    if sized_to_data(values):
+        _size(fields, given_settings(values, settings))
     return build(cls, fields)
+
+
+def sized_to_data(values: flags.FlagValues) -> bool:
+    """Whether the search is sized to its data (experiments/sizing.py): a --data dir, neither --space
+    nor --dataset given (on the command line or in a flagfile), and no search in --output_dir that
+    was not (one saved before the rule resumes as it was made)."""
+    if not values["data"].value or values["space"].present or values["dataset"].present:
+        return False
+    saved = os.path.join(values["output_dir"].value or "", CONFIG)
+    return not os.path.exists(saved) or bool(read_json(saved).get("sized_to_data"))
+
+
+def given_settings(values: flags.FlagValues, settings: list[Setting]) -> set[tuple[str, ...]]:
+    """The field paths the command line or a flagfile set: ("max_trials",), ("proxy", "epochs")."""
+    return {s.path for s in settings if values[s.flag].present}
+
+
+def _size(fields: dict, given: set[tuple[str, ...]]) -> None:
+    """`fields` with the settings `given` does not set taken from the rule of experiments/sizing.py."""
+    from experiments import sizing
+
+    proxy = fields["proxy"]
+    sized = sizing.proxy_settings(sizing.DataFacts.read(proxy["data"]))
+    proxy.update({name: value for name, value in sized.items() if ("proxy", name) not in given})
+    fields.update({name: value for name, value in sizing.search_settings().items() if (name,) not in given},
+                  sized_to_data=True)
+    if ("initial",) not in given:  # the seed fills the first population (trained once: --repeats=reuse)
+        fields["initial"] = tuple(map(_initial, (sizing.SEED,) * fields["population_size"]))
 
 
 def main(args: list[str]) -> None:
@@ -49,8 +80,12 @@ def main(args: list[str]) -> None:
         raise app.UsageError("search needs --output_dir")
     try:
         config = config_from_flags(FLAGS, SETTINGS)
+        if sized_to_data(FLAGS) and not config.proxy.target_accuracy:
+            from experiments.calibration import calibrate
+
+            config = calibrate(config, given_settings(FLAGS, SETTINGS))
         algorithm = open_search(config)
-    except (ValueError, FileNotFoundError) as err:  # a config error: fail at once, before any trial
+    except (ValueError, FileNotFoundError, ClusterTooSmall) as err:  # a config error: fail at once, before any trial
         raise app.UsageError(str(err)) from None
     except JournalLocked as err:
         raise app.UsageError(f"another driver is running this search: {err}") from None

@@ -1,0 +1,126 @@
+"""The search a prepared image dir gets when the command names no space (`amoeba search --data=DIR`
+with no flagfile): what won the CIFAR-10 race on 2 CPU cores (benchmarks/README.md), sized to the
+data by the rule below. Flags and keywords that are given win over it; a flagfile's too.
+
+What won: the convnet space from airbench94 (the whole first population, under --repeats=reuse:
+trained once, and every parent until a child beats it), airbench's fast recipe in the proxy
+(search_cifar10_cpu_convnet.cfg's), and time to a validation accuracy as the objective.
+
+The rule, for N training images of C classes in the dir:
+- held out to score candidates: V = N/10, at least 20 per class and at most 2,000 (CIFAR-10's
+  proxy: 2,000 of 50,000);
+- candidates train on T = min(N - V, 10,000) images for E = 80,000 / T epochs, rounded, between
+  4 and 30 (CIFAR-10's: 8 epochs of 10,000), evaluated after every epoch with the flip;
+- batch 256, or for T under 2,560 the largest power of two that gives 10 steps an epoch (at least
+  16); learning rate 0.375 x batch / 256 (airbench's 1.5 at 1,024); the whitening bias trains the
+  first 3/8 of the epochs (airbench: 3 of 9.9); images at 32 pixels;
+- population 6, tournament 3;
+- amoeba promote of such a search: its top 2 beside airbench94 at full and half width, ResNet-9 at
+  a quarter and ResNet-20 (the baselines fast on a CPU), all under airbench94's recipe
+  (airbench94_cifar10.cfg) for 9.9 epochs of 50,000 images' worth of epochs (at most 40; 9.9 on
+  CIFAR-10), at batch 1,024 or, under 20,480 images, the power of two that gives 20 steps an epoch
+  (at least 64), the learning rate scaled with it, evaluated 10 times;
+- the target: TARGET_SHARE of the validation accuracy airbench94 ends the proxy's E epochs
+  with, measured before the search (its own one-trial search in DIR/calibration, resumed like
+  any search); target_seconds: TARGET_SECONDS_FACTOR x that run's seconds, the trial timeout twice
+  that; max_trials: as many of that run as fit SEARCH_BUDGET_S, between 6 and 60.
+
+Pure Python: this module must not import TensorFlow or Ray.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from core import storage
+from core.data_dir import METADATA_FILE, no_metadata_message
+
+SEED = "airbench94"
+TARGET_SHARE = 0.95  # CIFAR-10's proxy: 0.76 against airbench94's 0.80 at 8 epochs
+TARGET_SECONDS_FACTOR = 1.5
+SEARCH_BUDGET_S = 1800.0
+TRIALS = (6, 60)
+PROXY_IMAGES = 80_000  # images a candidate sees: 8 epochs of 10,000
+FAST_RECIPE = {  # search_cifar10_cpu_convnet.cfg's proxy recipe, at batch 256
+    "momentum": 0.85, "nesterov": True, "lr_schedule": "triangular", "weight_decay": 1.33e-3,
+    "bn_lr_factor": 64.0, "bn_weight_decay": 2.08e-5, "label_smoothing": 0.2, "lookahead_every": 5,
+    "augmentation": "airbench", "eval_tta": "flip", "epochs_per_eval": 1.0, "image_size": 32,
+}
+
+
+BASELINES = ("airbench94", "airbench94@0.5", "resnet9@0.25", "resnet20")
+PROMOTE_TOP_K = 2
+AIRBENCH_RECIPE = {  # airbench94_cifar10.cfg's recipe, at batch 1,024
+    "image_size": 32, "augmentation": "airbench", "optimizer": "momentum", "momentum": 0.85, "nesterov": True,
+    "lr_schedule": "triangular", "eval_tta": "flip_translate", "weight_decay": 1.33e-3, "label_smoothing": 0.2,
+    "bn_lr_factor": 64.0, "bn_weight_decay": 2.08e-5, "lookahead_every": 5, "cache": True,
+}
+
+
+@dataclass(frozen=True)
+class DataFacts:
+    """What the rule reads of a prepared dir: its training images and classes."""
+
+    train_images: int
+    classes: int
+
+    @classmethod
+    def read(cls, data_dir: str) -> "DataFacts":
+        """From `data_dir`'s metadata.json (written by `amoeba prepare`); ValueError naming the file."""
+        path = storage.join(data_dir, METADATA_FILE)
+        if not storage.exists(path):
+            raise ValueError(no_metadata_message(data_dir, "make the dir with `amoeba prepare` (or `amoeba prepare "
+                                                           "--index_tfrecords` for TFRecords made elsewhere)"))
+        meta = storage.read_json(path)
+        try:
+            return cls(int(meta["num_train_images"]), int(meta["num_label_classes"]))
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(f"{path}: no usable num_train_images and num_label_classes ({err})") from None
+
+
+def proxy_settings(facts: DataFacts) -> dict[str, Any]:
+    """The proxy's settings by the rule (ProxyConfig field -> value), the target left to calibration."""
+    held = min(2_000, max(facts.train_images // 10, 20 * facts.classes))
+    if facts.train_images - held < 2 * facts.classes:
+        raise ValueError(f"{facts.train_images} training images of {facts.classes} classes are too few to hold "
+                         f"{held} out and train on the rest")
+    train = min(facts.train_images - held, 10_000)
+    epochs = min(30, max(4, round(PROXY_IMAGES / train)))
+    batch = 256 if train >= 2_560 else max(16, 2 ** int(math.log2(max(1, train // 10))))
+    return {**FAST_RECIPE, "validation_images": held, "train_images": train, "epochs": epochs,
+            "train_batch_size": batch, "learning_rate": 0.375 * batch / 256,
+            "whiten_bias_epochs": round(3 * epochs / 8, 2)}
+
+
+def search_settings() -> dict[str, Any]:
+    """The search's own settings by the rule (SearchConfig field -> value); its population opens with
+    SEED as many times as it holds (`amoeba search` fills that in)."""
+    return {"proxy_space": "convnet", "repeats": "reuse", "population_size": 6, "sample_size": 3}
+
+
+def promote_settings(facts: DataFacts) -> tuple[dict[str, Any], dict[str, Any]]:
+    """amoeba promote's settings for a search sized to its data, by the rule: (PromoteConfig field ->
+    value, recipe field -> value)."""
+    epochs = round(min(40.0, 9.9 * max(1.0, 50_000 / facts.train_images)), 1)
+    batch = 1024 if facts.train_images >= 20_480 else max(64, 2 ** int(math.log2(max(1, facts.train_images // 20))))
+    recipe = {**AIRBENCH_RECIPE, "num_epochs": epochs, "train_batch_size": batch, "learning_rate": 1.5 * batch / 1024,
+              "whiten_bias_epochs": round(3 * epochs / 9.9, 2), "epochs_per_eval": round(epochs / 9.9, 2)}
+    return {"baselines": BASELINES, "top_k": PROMOTE_TOP_K}, recipe
+
+
+def calibrated(accuracy: float, seconds: float) -> dict[str, Any]:
+    """The target and the time limits from the calibration run: the validation accuracy airbench94
+    ends the proxy's epochs with, and its seconds (ProxyConfig and SearchConfig fields -> values)."""
+    if not 0 < accuracy <= 1 or not seconds > 0:
+        raise ValueError(f"calibration: an accuracy in (0, 1] and positive seconds, got {accuracy}, {seconds}")
+    limit = round(TARGET_SECONDS_FACTOR * seconds, 1)
+    trials = int(min(TRIALS[1], max(TRIALS[0], SEARCH_BUDGET_S // seconds)))
+    return {"target_accuracy": round(TARGET_SHARE * accuracy, 4), "target_seconds": limit,
+            "timeout_s": round(2 * limit, 1), "max_trials": trials}
+
+
+def calibration_dir(output_dir: str) -> str:
+    return os.path.join(output_dir, "calibration")

@@ -59,7 +59,7 @@ def test_the_calibration_sets_the_target_limits_and_length_but_not_what_was_give
     from core.proxy_config import ProxyConfig
 
     assert sizing.calibrated(0.8, 230.0) == {"target_accuracy": 0.76, "target_seconds": 345.0, "timeout_s": 690.0,
-                                             "max_trials": 7}
+                                             "max_trials": 6}
     assert sizing.calibrated(0.5, 10.0)["max_trials"] == 60 and sizing.calibrated(0.5, 1e4)["max_trials"] == 6
     with pytest.raises(ValueError, match="calibration: an accuracy in"):
         sizing.calibrated(0.0, 10.0)
@@ -129,5 +129,5 @@ def test_a_promote_of_a_sized_search_races_the_fast_baselines_under_airbench94s_
     finally:
         command.FLAGS.unparse_flags()
     assert fields == {"data": str(data), "baselines": sizing.BASELINES, "top_k": 1}  # --top_k given: kept
-    assert (recipe["num_epochs"], recipe["train_batch_size"], recipe["learning_rate"]) == (40.0, 128, 0.05)
-    assert recipe["epochs_per_eval"] == pytest.approx(4.04) and recipe["augmentation"] == "airbench"
+    assert (recipe["num_epochs"], recipe["train_batch_size"], recipe["learning_rate"]) == (25.8, 128, 0.05)
+    assert recipe["epochs_per_eval"] == pytest.approx(2.61) and recipe["augmentation"] == "airbench"

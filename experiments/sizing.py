@@ -14,13 +14,14 @@ The rule, for N training images of C classes in the dir:
 - batch 256, or for T under 2,560 the largest power of two that gives 10 steps an epoch (at least
   16); learning rate 0.375 x batch / 256 (airbench's 1.5 at 1,024); the whitening bias trains the
   first 3/8 of the epochs (airbench: 3 of 9.9); images at 32 pixels;
-- population 6, tournament 3;
+- population 6, tournament 3; one trial at a time on all the machine's CPUs (a time is only
+  comparable alone: two trials on 2 cores would each train at half speed against the calibration's);
 - amoeba promote of such a search: its top 2 beside airbench94 at full and half width, ResNet-9 at
   a quarter and ResNet-20 (the baselines fast on a CPU), all under airbench94's recipe
   (airbench94_cifar10.cfg) for PROMOTE_IMAGES images' worth of epochs, at least airbench's 9.9
   and at most 40 (9.9 on CIFAR-10; 26 on 3,870 photos: the six models in about 25 minutes on 2
   cores), at batch 1,024 or, under 20,480 images, the power of two that gives 20 steps an epoch
-  (at least 64), the learning rate scaled with it, evaluated 10 times;
+  (at least 64), the learning rate scaled with it, evaluated 10 times, one model at a time;
 - the target: TARGET_SHARE of the validation accuracy airbench94 ends the proxy's E epochs
   with, measured before the search (its own one-trial search in DIR/calibration, resumed like
   any search); target_seconds: TARGET_SECONDS_FACTOR x that run's seconds, the trial timeout twice
@@ -100,7 +101,7 @@ def proxy_settings(facts: DataFacts) -> dict[str, Any]:
 def search_settings() -> dict[str, Any]:
     """The search's own settings by the rule (SearchConfig field -> value); its population opens with
     SEED as many times as it holds (`amoeba search` fills that in)."""
-    return {"proxy_space": "convnet", "repeats": "reuse", "population_size": 6, "sample_size": 3}
+    return {"proxy_space": "convnet", "repeats": "reuse", "population_size": 6, "sample_size": 3, "max_concurrent": 1}
 
 
 def promote_settings(facts: DataFacts) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -110,7 +111,7 @@ def promote_settings(facts: DataFacts) -> tuple[dict[str, Any], dict[str, Any]]:
     batch = 1024 if facts.train_images >= 20_480 else max(64, 2 ** int(math.log2(max(1, facts.train_images // 20))))
     recipe = {**AIRBENCH_RECIPE, "num_epochs": epochs, "train_batch_size": batch, "learning_rate": 1.5 * batch / 1024,
               "whiten_bias_epochs": round(3 * epochs / 9.9, 2), "epochs_per_eval": round(epochs / 9.9, 2)}
-    return {"baselines": BASELINES, "top_k": PROMOTE_TOP_K}, recipe
+    return {"baselines": BASELINES, "top_k": PROMOTE_TOP_K, "max_concurrent": 1}, recipe
 
 
 def calibrated(accuracy: float, seconds: float) -> dict[str, Any]:

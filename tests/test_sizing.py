@@ -90,7 +90,8 @@ def test_data_without_a_space_is_sized_and_every_flag_given_wins(cifar_mini, tmp
         return config_from_flags(values, settings)
 
     sized = config("--epochs=2")
-    assert (sized.proxy_space, sized.repeats, sized.population_size, sized.sample_size) == ("convnet", "reuse", 6, 3)
+    assert (sized.proxy_space, sized.repeats, sized.population_size, sized.sample_size, sized.max_concurrent) == (
+        "convnet", "reuse", 6, 3, 1)  # one trial at a time: times compare only alone
     assert [g["stem"] for g in sized.initial] == ["whiten2x2"] * 6  # airbench94 fills the first population
     assert (sized.proxy.validation_images, sized.proxy.train_images, sized.proxy.train_batch_size) == (200, 800, 64)
     assert (sized.proxy.epochs, sized.proxy.augmentation, sized.proxy.lookahead_every) == (2, "airbench", 5)
@@ -128,6 +129,6 @@ def test_a_promote_of_a_sized_search_races_the_fast_baselines_under_airbench94s_
         command._size(fields, recipe)
     finally:
         command.FLAGS.unparse_flags()
-    assert fields == {"data": str(data), "baselines": sizing.BASELINES, "top_k": 1}  # --top_k given: kept
+    assert fields == {"data": str(data), "baselines": sizing.BASELINES, "top_k": 1, "max_concurrent": 1}  # --top_k kept
     assert (recipe["num_epochs"], recipe["train_batch_size"], recipe["learning_rate"]) == (25.8, 128, 0.05)
     assert recipe["epochs_per_eval"] == pytest.approx(2.61) and recipe["augmentation"] == "airbench"

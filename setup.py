@@ -5,6 +5,8 @@ from setuptools import find_packages, setup
 # Tested with: tensorflow-cpu 2.21.0, ray 2.60.0, numpy 2.4, pandas 3.1, absl-py 2.5,
 # google-cloud-storage 3.17, scikit-learn 1.9, pytest 9, pytest-xdist 3.8, hypothesis 6 (Python 3.11, Linux x86_64).
 LINUX_X86 = 'sys_platform == "linux" and platform_machine == "x86_64"'
+LITERT = "ai-edge-litert>=2.0"
+ONNX = ["tf2onnx>=1.17", "onnx>=1.17", "onnxruntime>=1.20"]
 NOT_LINUX_X86 = 'sys_platform != "linux" or platform_machine != "x86_64"'
 
 setup(
@@ -31,7 +33,13 @@ setup(
         "matplotlib>=3.8",
         "tensorboard>=2.20",
     ],
-    extras_require={"test": ["pytest>=8", "pytest-xdist>=3.5", "filelock>=3.12", "hypothesis>=6.100",
-                             "pytest-timeout>=2.3", "gcp-storage-emulator>=2024.8"]},
+    extras_require={
+        # the runtimes of the export formats (core/export_formats.py), each optional: tested with
+        # ai-edge-litert 2.3, tf2onnx 1.17, onnx 1.23, onnxruntime 1.32
+        "litert": [LITERT],
+        "onnx": ONNX,
+        "test": ["pytest>=8", "pytest-xdist>=3.5", "filelock>=3.12", "hypothesis>=6.100",
+                 "pytest-timeout>=2.3", "gcp-storage-emulator>=2024.8", LITERT, *ONNX],
+    },
     entry_points={"console_scripts": ["amoeba=experiments.cli:run"]},
 )

@@ -12,6 +12,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
+from core.export_formats import check_runtimes
 from core.fast_recipe import LOOKAHEAD_DECAY, TRIANGLE, TTA_VIEWS, check_fast_recipe
 
 
@@ -68,6 +69,7 @@ PROXY_RENAMED = {"batch_size": "train_batch_size", "warmup_epochs": "lr_warmup_e
 # promote` counts (DAWNBench's). A search made while it counted training only recorded none
 TARGET_CLOCK = "training_and_evaluations"
 # --precision, in `amoeba search` and `amoeba train` alike: the Keras dtype policy of each
+LATENCY_RUNTIMES = ("keras", "tflite")  # trainer/candidate_network.py's batch-1 latency, by runtime
 PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16", "mixed_float16": "mixed_float16"}
 
 
@@ -166,6 +168,10 @@ class ProxyConfig:
     target_clock: str = field(default=TARGET_CLOCK, metadata={
         "help": "What --target_accuracy's time counts: training_and_evaluations (recorded in a search's "
                 "search_config.json; a resume compares it).", "flag": False, "choices": (TARGET_CLOCK,)})
+    latency_runtime: str = field(default="keras", metadata={
+        "help": "What measures latency_ms (batch 1, median of 10 calls, before training): keras (the traced Keras "
+                "model in TensorFlow) or tflite (the network converted to TFLite, run by LiteRT's interpreter: "
+                "latency as deployed on this CPU; needs ai-edge-litert).", "choices": LATENCY_RUNTIMES})
     precision: str = field(default="float32", metadata={"help": "Compute precision of the proxy training: bfloat16 "
                                                                 "and mixed_float16 compute in 16 bits and keep "
                                                                 "float32 weights."})
@@ -187,6 +193,10 @@ class ProxyConfig:
                              f"(--data={self.data}); leave --dataset unset to search on the dir")
         if self.precision not in PRECISIONS:
             raise ValueError(f"proxy precision: unknown {self.precision!r}; known: {list(PRECISIONS)}")
+        if self.latency_runtime not in LATENCY_RUNTIMES:
+            raise ValueError(f"proxy latency_runtime: unknown {self.latency_runtime!r}; known: {list(LATENCY_RUNTIMES)}")
+        if self.latency_runtime == "tflite":
+            check_runtimes(["tflite"])  # before any trial, not in each
         for name in ("image_size", "validation_images", "train_images", "timeout_s", "hang_grace_s", "threads",
                      "train_seconds", "weight_decay", "lr_warmup_epochs", "target_seconds"):
             if (getattr(self, name) or 0) < 0:

@@ -13,8 +13,10 @@
 
 `search` runs the same driver as `amoeba search` (the journal, resume by running it again, one
 driver per output dir, the circuit breaker, progress lines, the hang watchdog, results.csv and
-best_genotype.json), so `amoeba results DIR` and `amoeba report DIR` read its output dir. This
-module orchestrates: it must not import TensorFlow (the training function runs in Ray workers).
+best_genotype.json), so `amoeba results DIR` and `amoeba report DIR` read its output dir. `export`
+and `predict` are `amoeba evaluate --export_dir` and `amoeba predict`. This module orchestrates: it
+must not import TensorFlow when imported (the training function runs in Ray workers); export and
+predict import it when called.
 """
 
 from __future__ import annotations
@@ -25,11 +27,12 @@ import inspect
 import os
 import sys
 import time
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 from unittest import mock
 
 import pandas as pd
 
+from core.export_formats import check_runtimes
 from evolution import SearchAlgorithm
 from experiments.results import results_table
 from experiments import ranking
@@ -202,3 +205,25 @@ def _reports() -> int | None:
         return getattr(session.get_session(), "iteration", None)
     except ImportError:  # a Ray that moved it: the check is skipped
         return None
+
+
+def export(model_dir: str, export_dir: str, export_format: Sequence[str] = ("saved_model",),
+           data: str | None = None) -> dict[str, dict]:
+    """The latest checkpoint of a trained model dir (`amoeba train`'s, or one of a promote's models)
+    exported as `amoeba evaluate --export_dir` does: each format of core/export_formats.py checked
+    against the model on the evaluation images of `data` (default: its own); returns parity.json's
+    records. ImportError naming a missing runtime with its pip line; ValueError for a file beyond
+    its tolerance. TensorFlow is imported here, when called."""
+    check_runtimes(export_format)
+    from trainer.train import load_trainer
+
+    return load_trainer(model_dir, data).export(export_dir, export_format)
+
+
+def predict(export_dir: str, images: Sequence[str], top_k: int = 5,
+            export_format: str = "saved_model") -> list[dict]:
+    """`amoeba predict`: each image's top-k labels by the exported file of `export_format`, or the
+    reason it could not be read (trainer/export.py's predict)."""
+    from trainer.export import predict as run
+
+    return run(export_dir, images, top_k, export_format)

@@ -28,6 +28,7 @@ from evolution import SearchAlgorithm, resume
 from searchspace import MacroGenotype, genotype_from_json
 from experiments import ranking
 from experiments.comparison import choose
+from experiments.hparams import write_promote_hparams
 from experiments.layout import CONFIG, JOURNAL, PLAN, RESULT
 from experiments.promote_config import PromoteConfig, baseline_model, with_new_recipe_fields
 from experiments.noise import wilson_interval
@@ -309,6 +310,7 @@ def run_promote(config: PromoteConfig, trainable: Any = None) -> pd.DataFrame:
                 ray.shutdown()
     table = comparison_table(config, planned, errors)
     write_comparison(config.output_dir, table)
+    write_promote_hparams(config.output_dir, table.to_dict("records"))  # TensorBoard's HParams dashboard
     return table
 
 
@@ -375,10 +377,11 @@ def read_comparison(output_dir: str) -> pd.DataFrame:
     return table.astype({k: v for k, v in INTEGER_COLUMNS.items() if k in table})  # older ones lack eval_images
 
 
-def export_winner(config: PromoteConfig, table: pd.DataFrame) -> tuple[str, str]:
+def export_winner(config: PromoteConfig, table: pd.DataFrame) -> tuple[str, str, dict[str, dict]]:
     """Export the model `config.export_choice` picks (experiments/comparison.py's `choose`: each
     search's pick and the baselines, by top-1 or by time to the highest --target_top1) from its
-    checkpoint as a SavedModel to `config.export_dir` (trainer/export.py); (its name, why, in words).
+    checkpoint to `config.export_dir` in each of `config.export_format` (trainer/export.py); (its
+    name, why in words, each file's parity with the Keras model).
     ValueError when none finished."""
     from trainer.train import load_trainer
 
@@ -386,5 +389,5 @@ def export_winner(config: PromoteConfig, table: pd.DataFrame) -> tuple[str, str]
     winner, why = choose(table, config.export_choice, target)
     planned = next(m for m in open_plan(config) if m.name == winner)
     trainer = load_trainer(model_config(config, planned).model_dir, config.data)
-    trainer.export(config.export_dir)  # the averaged weights, with --ema_decay
-    return winner, why
+    checks = trainer.export(config.export_dir, config.export_format)  # the averaged weights, with --ema_decay
+    return winner, why, checks

@@ -15,6 +15,7 @@ from experiments.comparison import EXPORT_CHOICES
 from experiments.search_config import SearchConfig
 from experiments.settings import FREE, as_json
 from core import storage
+from core.export_formats import EXPORT_FORMAT_HELP, check_formats
 from core.train_config import TrainConfig
 
 # The recipe's settings that change how the models run, not what is trained: free on a rerun
@@ -54,8 +55,9 @@ class PromoteConfig:
                                                   "and cost to (DAWNBench: the first evaluation at or over each; "
                                                   "e.g. 0.5,0.7).", free=True)
     target_top5: tuple[float, ...] = _setting((), "Top-5 accuracies to measure them to.", free=True)
-    export_dir: str | None = _setting(None, "Export the model --export_choice picks as a SavedModel here at the end, "
+    export_dir: str | None = _setting(None, "Export the model --export_choice picks here at the end (--export_format), "
                                             "for `amoeba predict` and TF Serving.", free=True)
+    export_format: tuple[str, ...] = _setting(("saved_model",), EXPORT_FORMAT_HELP, free=True)
     export_choice: str = _setting("accuracy", "Which model --export_dir exports, among each search's pick (the cell "
                                               "it ranked first, not the best of several on the evaluation split) "
                                               "and the baselines: accuracy (top-1; says when it is within noise) or "
@@ -99,6 +101,7 @@ class PromoteConfig:
             object.__setattr__(self, name, tuple(float(v) for v in targets))
             if any(not 0 < v <= 1 for v in targets):
                 raise ValueError(f"{name}: accuracies in (0, 1], got {list(targets)}")
+        check_formats(self.export_format)
         if self.export_choice not in EXPORT_CHOICES:
             raise ValueError(f"export_choice: one of {list(EXPORT_CHOICES)}, got {self.export_choice!r}")
         if self.export_choice == "time_to_target" and not self.target_top1:

@@ -21,6 +21,7 @@ from evolution import SearchAlgorithm
 from experiments import ranking
 from experiments.layout import CHECKPOINTS, CONFIG, JOURNAL, RESULT_FILES
 from experiments.resources import ClusterTooSmall, trial_resources
+from experiments.hparams import write_search_hparams
 from experiments.results import top_table, write_results
 from experiments.local_ray import local_ray_gone
 from experiments.search_config import SearchConfig, open_search, resume_differences
@@ -327,6 +328,7 @@ def on_result(algorithm: SearchAlgorithm, trial_id: int, config: SearchConfig) -
 
     shutil.rmtree(checkpoint_dir(os.path.join(config.output_dir, CHECKPOINTS), trial_id), ignore_errors=True)
     write_results(algorithm, config.output_dir)
+    write_search_hparams(algorithm, config.output_dir)  # TensorBoard's HParams dashboard: each trial once
     if config.upload_to:
         _upload(lambda: upload_results(config.output_dir, config.upload_to), config.upload_to)
     trial, outcome = algorithm.trials[trial_id], algorithm.outcomes[trial_id]

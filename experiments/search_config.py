@@ -9,6 +9,7 @@ metadata; docs/extending-setting.md shows adding one). No TensorFlow or Ray here
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 from dataclasses import dataclass, field
@@ -317,15 +318,27 @@ def _clock_changed(config: SearchConfig, saved: dict[str, Any]) -> list[str]:
             "promote counts) and every hit ranks ahead of every miss, so its trials and new ones do not compare"]
 
 
+def first_population_paid(config: SearchConfig) -> int:
+    """Trials the first population costs: under --repeats=reuse an --initial network given twice is
+    trained once (a reused result does not count toward max_trials)."""
+    seeds = list(config.initial[:config.population_size])
+    if config.repeats != "reuse" or not seeds:
+        return config.population_size
+    distinct = {json.dumps(seed, sort_keys=True) for seed in seeds}
+    return config.population_size - len(seeds) + len(distinct)
+
+
 def length_warnings(config: SearchConfig, saved: dict[str, Any] | None, done: int = 0) -> list[str]:
     """What a search of `config.max_trials` may not mean to do (a line each): breed no child at all,
     or, resumed with `done` results, stop before the length it was last run with (`saved`, its
     search_config.json)."""
     lines = []
-    if config.algorithm != RandomSearch.name and config.max_trials <= config.population_size:
+    first = first_population_paid(config)
+    if config.algorithm != RandomSearch.name and config.max_trials <= first:
+        paid = "" if first == config.population_size else f" ({first} of its first population trained: --repeats=reuse)"
         lines.append(f"warning: max_trials {config.max_trials} is not above population_size "
-                     f"{config.population_size}: every trial is a random (or --initial) cell and no child is bred; "
-                     "give more trials or a smaller population")
+                     f"{config.population_size}{paid}: every trial is a random (or --initial) cell and no child is "
+                     "bred; give more trials or a smaller population")
     before = (saved or {}).get("max_trials")
     if isinstance(before, int) and config.max_trials < before:
         stops = (f"it already has {done} results, so no new trial is started" if done >= config.max_trials

@@ -126,13 +126,15 @@ def tiny_export_and_photos(folder) -> tuple[str, list[str], bytes]:
     """A 2-class model exported to folder/export (8x8 input, untrained) and 8 small JPEGs:
     (export dir, the JPEGs' paths, the first one's bytes)."""
     import keras
+    import numpy as np
     import tensorflow as tf
 
     from trainer.export import export_model
 
     model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(2)])
     export_dir = str(folder / "export")
-    export_model(model, export_dir, image_size=8, labels=["cat", "dog"])
+    export_model(model, export_dir, image_size=8, labels=["cat", "dog"], images=np.random.rand(4, 8, 8, 3),
+                 formats=("saved_model", "tflite"))
     images = []
     for i in range(8):
         images.append(str(folder / f"{i}.jpg"))
@@ -163,6 +165,13 @@ def test_predict_classifies_the_readable_images_and_names_each_unreadable_one(tm
     assert as_json[3] == {"image": images[3], "error": "truncated JPEG (no end-of-image marker)"}
     assert [len(entry.get("predictions", [])) for entry in as_json] == [2, 2, 2, 0, 0, 2, 2, 2, 2, 2]
     assert amoeba_here("predict", f"--export_dir={export_dir}", images[0]).returncode == 0
+    lite = json.loads(amoeba_here("predict", f"--export_dir={export_dir}", "--export_format=tflite", "--format=json",
+                                  *images, check=False).stdout)  # LiteRT's interpreter, the same answers
+    assert [[p["label"] for p in e.get("predictions", [])] for e in lite] == [
+        [p["label"] for p in e.get("predictions", [])] for e in as_json]
+    assert [e.get("error") for e in lite] == [e.get("error") for e in as_json]
+    missing = amoeba_here("predict", f"--export_dir={export_dir}", "--export_format=onnx", images[0], check=False)
+    assert missing.returncode != 0 and "no onnx export here (exported: saved_model, tflite)" in missing.stderr
 
 
 @pytest.mark.integration  # a fresh process importing TensorFlow

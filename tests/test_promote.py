@@ -161,11 +161,12 @@ def test_promote_end_to_end_on_fake_imagenet(tmp_path, shared_ray):
     kept = os.path.getmtime(out / "models" / "resnet20" / "result.json")
     os.remove(cell / "result.json")
     winner_dir = tmp_path / "winner"
-    again = amoeba(*command, f"--export_dir={winner_dir}")  # where to export is free on a rerun
+    again = amoeba(*command, f"--export_dir={winner_dir}", "--export_format=saved_model,onnx")  # free on a rerun
     assert "search-trial1: already trained" not in again.stdout and "resnet20: already trained" in again.stdout
     final = pd.read_csv(out / "comparison.csv").sort_values(["top1", "params"], ascending=[False, True])
     assert f"exported {final.name.iloc[0]} (the most accurate of the search's pick (search-trial1) and the " \
-           "baselines, top-1" in again.stdout and f") as a SavedModel to {winner_dir}" in again.stdout
+           "baselines, top-1" in again.stdout and f") to {winner_dir} (parity.json: each file" in again.stdout
+    assert "  onnx         model.onnx         top-1 agreement 1.0000" in again.stdout
     import tensorflow as tf
 
     photo = tmp_path / "photo.jpg"
@@ -173,6 +174,9 @@ def test_promote_end_to_end_on_fake_imagenet(tmp_path, shared_ray):
     predicted = json.loads(amoeba("predict", f"--export_dir={winner_dir}", str(photo), "--format=json",
                                   "--top_k=4").stdout)
     assert sorted(p["class_id"] for p in predicted[0]["predictions"]) == [0, 1, 2, 3]  # the fake set's classes
+    by_onnx = json.loads(amoeba("predict", f"--export_dir={winner_dir}", "--export_format=onnx", str(photo),
+                                "--format=json", "--top_k=4").stdout)  # onnxruntime: the same classes, in order
+    assert [p["class_id"] for p in by_onnx[0]["predictions"]] == [p["class_id"] for p in predicted[0]["predictions"]]
     assert os.path.getmtime(out / "models" / "resnet20" / "result.json") == kept
     assert json.loads((cell / "result.json").read_text())["steps"] == 6  # not 12: resumed at its last step
     assert (pd.read_csv(out / "comparison.csv").status == "ok").all()
@@ -334,9 +338,9 @@ def _export(monkeypatch, config: PromoteConfig, table: pd.DataFrame) -> tuple[st
                                     info=types.SimpleNamespace(labels=[]))
     fake_train = types.ModuleType("trainer.train")
     fake_train.load_trainer = lambda model_dir, data: loaded.append(os.path.basename(model_dir)) or \
-        types.SimpleNamespace(model=model_dir, export=lambda export_dir: None, **vars(trained))
+        types.SimpleNamespace(model=model_dir, export=lambda export_dir, formats: {}, **vars(trained))
     monkeypatch.setitem(sys.modules, "trainer.train", fake_train)
-    name, why = export_winner(config, table)
+    name, why, _ = export_winner(config, table)
     return name, why, loaded
 
 

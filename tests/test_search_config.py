@@ -9,6 +9,7 @@ import pytest
 from evolution import resume
 from experiments.search import CircuitBreaker, SearchConfig, open_search, trial_resources
 from core.proxy_config import ProxyConfig
+from searchspace.convnet import AIRBENCH94
 from tests.conftest import REPO
 
 
@@ -285,6 +286,16 @@ def test_a_search_that_breeds_no_child_and_a_resume_with_fewer_trials_are_warned
     caplog.clear()
     open_search(dataclasses.replace(config, max_trials=9)).close()  # more: nothing to say
     assert caplog.records == []
+    seeded = SearchConfig(output_dir=str(tmp_path / "seeded"), max_trials=4, population_size=6, sample_size=3,
+                          proxy_space="convnet", initial=(AIRBENCH94.to_json(),) * 5, repeats="reuse",
+                          proxy=ProxyConfig(image_size=32))
+    open_search(seeded).close()  # the seed trained once, one random: 2 of the 6 paid for; 4 trials breed 2
+    assert caplog.records == []
+    open_search(dataclasses.replace(seeded, output_dir=str(tmp_path / "seeded2"), max_trials=2)).close()
+    assert [r.getMessage() for r in caplog.records] == [
+        "warning: max_trials 2 is not above population_size 6 (2 of its first population trained: --repeats=reuse): "
+        "every trial is a random (or --initial) cell and no child is bred; give more trials or a smaller population"]
+    caplog.clear()
     open_search(dataclasses.replace(config, max_trials=6)).close()
     assert [r.getMessage() for r in caplog.records] == [
         "warning: max_trials 6 is fewer than the 9 this search was last run with: it stops at 6 trials"]

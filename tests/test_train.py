@@ -58,7 +58,7 @@ def test_train_kill_resume_evaluate_export_predict(cifar_mini, tmp_path):
     killed_at = int(saved.rsplit("-", 1)[1])
     assert 5 <= killed_at < 30
 
-    result = amoeba_here(*args, f"--export_dir={export_dir}")  # resumed in this process
+    result = amoeba_here(*args, f"--export_dir={export_dir}", "--export_format=saved_model,tflite_int8")  # resumed here
     resumed_at = int(result.stdout.split("resuming from ")[1].split(" at step ")[1].split()[0])
     assert resumed_at == killed_at  # nothing lost but the steps after the last checkpoint
     assert "step 30/30" in result.stdout
@@ -83,6 +83,10 @@ def test_train_kill_resume_evaluate_export_predict(cifar_mini, tmp_path):
     # the CIFAR ResNet-20 baseline, whose shortcuts are a layer of ours, exports and predicts
     out = json.loads(amoeba_here("predict", f"--export_dir={export_dir}", "--format=json", "--top_k=3", image).stdout)
     assert out[0]["image"] == image and len(out[0]["predictions"]) == 3
+    assert "  tflite_int8  model_int8.tflite  top-1 agreement" in result.stdout  # checked against Keras at export
+    int8 = json.loads(amoeba_here("predict", f"--export_dir={export_dir}", "--export_format=tflite_int8",
+                                  "--format=json", "--top_k=3", image).stdout)
+    assert {p["label"] for p in int8[0]["predictions"]} <= set(labels)
     assert all(p["label"] in labels for p in out[0]["predictions"])
     assert 0.0 < sum(p["probability"] for p in out[0]["predictions"]) <= 1.0 + 1e-5
     not_an_image = tmp_path / "notes.jpg"

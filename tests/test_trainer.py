@@ -95,6 +95,11 @@ def test_a_timed_candidate_fixes_its_step_count_and_a_slow_one_is_measured_untra
     assert train_candidate(TINY, proxy, state_dir=str(tmp_path))["train_steps"] == 9
     slow = train_candidate(TINY, ProxyConfig(epochs=50, filters=8), max_latency_ms=1e-6)
     assert slow["latency_ms"] > 1e-6 and np.isnan(slow["val_accuracy"]) and "train_seconds" not in slow
+    deployed = train_candidate(TINY, ProxyConfig(epochs=50, filters=8, latency_runtime="tflite"), max_latency_ms=1e-6)
+    assert deployed["latency_ms"] > 1e-6 and np.isnan(deployed["val_accuracy"])  # LiteRT's, as the limit reads it
+    assert deployed["latency_ms"] != slow["latency_ms"]
+    with pytest.raises(ValueError, match="proxy latency_runtime: unknown 'onnx'; known: \\['keras', 'tflite'\\]"):
+        ProxyConfig(latency_runtime="onnx")
 
 
 def test_a_time_to_accuracy_candidate_stops_at_the_target_and_a_miss_ranks_after_every_hit():

@@ -34,7 +34,8 @@ import keras
 import tensorflow as tf
 
 from core.proxy_config import ProxyConfig
-from trainer.candidate_network import batch1_latency_ms, inference_function, median_ms, proxy_network
+from trainer.candidate_network import (batch1_latency_ms, inference_function, median_ms, proxy_network,
+                                       tflite_batch1_latency_ms)
 from core.trial_state import StepProgress, fixed_steps, record_steps
 from trainer.candidate_step import StepRecipe, eval_step_function, train_step_function
 from trainer.fast_recipe import Lookahead, ParameterGroups, WeightAverage, freeze_step
@@ -308,12 +309,18 @@ def train_through_rungs(run: ProxyTraining, rungs: RungPlan | None, checkpoint: 
     return metrics
 
 
-def batch1_latency(infer: Callable, data: Any) -> dict[str, float]:
-    """latency_ms on the first validation image, and the seconds it took (the inference trace,
-    which evaluation reuses, and the calls)."""
+def batch1_latency(infer: Callable, data: Any, model: keras.Model, runtime: str = "keras") -> dict[str, float]:
+    """latency_ms on the first validation image by `runtime` (ProxyConfig.latency_runtime), and the
+    seconds it took (the inference trace, which evaluation reuses, and the calls; with tflite the
+    conversion too)."""
     first_image = next(iter(eval_pipeline(data.x_val[:1], data.y_val[:1], 1)))[0]
     t_latency = time.perf_counter()
-    latency_ms = batch1_latency_ms(infer, first_image)
+    if runtime == "tflite":
+        latency_ms = tflite_batch1_latency_ms(model, first_image)
+        with graph_options(GRAPPLER_OFF):
+            infer(first_image).numpy()  # the trace evaluation reuses, made here as with keras
+    else:
+        latency_ms = batch1_latency_ms(infer, first_image)
     return {"latency_ms": latency_ms, "latency_seconds": time.perf_counter() - t_latency}
 
 
@@ -334,7 +341,7 @@ def train_on_one_device(genotype: Any, proxy: ProxyConfig, data: Any, t_start: f
                                 fused_batch_norm=proxy.precision == "float32", space=space,
                                 train_images=data.x_train)
     infer = inference_function(model, data.input_shape)
-    size.update(batch1_latency(infer, data))
+    size.update(batch1_latency(infer, data, model, proxy.latency_runtime))
     if max_latency_ms and size["latency_ms"] > max_latency_ms:
         return {"val_accuracy": math.nan, **size, "load_seconds": load_seconds,
                 "setup_seconds": time.perf_counter() - t_start}

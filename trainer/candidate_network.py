@@ -4,7 +4,8 @@
 The network comes from the model-family table (trainer/models.py) by the candidate's search space:
 NASNet cells ("nasnet") build a NASNet network of N cells per stack and F filters with the CIFAR
 stem. Evaluation and the batch-1 latency share one traced inference function (any batch size, one
-trace). This module must not train or read data.
+trace). The latency is the traced Keras model's, or with --latency_runtime=tflite the network's
+converted to TFLite and run by LiteRT's interpreter. This module must not train or read data.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import tensorflow as tf
 from core.proxy_config import ProxyConfig
 from trainer.airbench import whiten_from_images
 from trainer.batch_norm import set_batch_norm
+from trainer.export_formats import tflite_interpreter
 from trainer.models import ModelSpec, build_model, family_for_space, model_report
 from trainer.proxy_data import proxy_shape
 from trainer.worker_setup import GRAPPLER_OFF, graph_options, reset_keras
@@ -72,10 +74,24 @@ def inference_function(model: keras.Model, input_shape: tuple[int, ...]) -> Call
 def batch1_latency_ms(infer: Callable[[tf.Tensor], tf.Tensor], image: tf.Tensor) -> float:
     """Median of LATENCY_REPEATS inference calls at batch 1, after one warm-up (the trace)."""
     with graph_options(GRAPPLER_OFF):
-        infer(image).numpy()
-        times = []
-        for _ in range(LATENCY_REPEATS):
-            t = time.perf_counter()
-            infer(image).numpy()
-            times.append(time.perf_counter() - t)
+        return _median_call_ms(lambda: infer(image).numpy())
+
+
+def tflite_batch1_latency_ms(model: keras.Model, image: tf.Tensor) -> float:
+    """The network converted to TFLite (float32, trainer/export_formats.py's conversion) and run by
+    LiteRT's interpreter on this CPU at batch 1: the median of LATENCY_REPEATS calls after one warm-up."""
+    interpreter = tflite_interpreter(model, int(image.shape[1]), int(image.shape[-1]))
+    interpreter.resize_tensor_input(interpreter.get_input_details()[0]["index"], list(image.shape))
+    interpreter.allocate_tensors()
+    interpreter.set_tensor(interpreter.get_input_details()[0]["index"], image.numpy())
+    return _median_call_ms(interpreter.invoke)
+
+
+def _median_call_ms(call: Callable[[], Any]) -> float:
+    call()
+    times = []
+    for _ in range(LATENCY_REPEATS):
+        t = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - t)
     return median_ms(times)

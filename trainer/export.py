@@ -1,11 +1,14 @@
-"""Export a trained model as a SavedModel for TF Serving / Vertex AI, and predict with one.
+"""Export a trained model (a SavedModel for TF Serving / Vertex AI, TFLite, ONNX: the formats of
+core/export_formats.py's table) and predict with any of them.
 
-Signatures: `serving_default` takes encoded image bytes ([None] tf.string, input `image_bytes`)
-and returns `probabilities`, `classes` and `class_names`; `serving_float` takes preprocessed
-float32 images. Preprocessing is the evaluation pipeline's own function, so serving matches
-evaluation. `labels.txt` beside saved_model.pb lists the class names. `predict` checks each image
-first (trainer/prepare_images.py, as `amoeba prepare` does), so a bad one is named and the others
-are classified. Must not train.
+The SavedModel's signatures: `serving_default` takes encoded image bytes ([None] tf.string, input
+`image_bytes`) and returns `probabilities`, `classes`, `class_names` and `logits`; `serving_float`
+takes preprocessed float32 images. The TFLite and ONNX files take preprocessed float32 images
+(NHWC) and return logits. Preprocessing is the evaluation pipeline's own function, so serving
+matches evaluation. Beside them: `labels.txt` (the class names), `export.json` (image size, crop,
+formats) and `parity.json` (each file against the Keras model). `predict` checks each image first
+(trainer/prepare_images.py, as `amoeba prepare` does), so a bad one is named and the others are
+classified. Must not train.
 """
 
 from __future__ import annotations
@@ -17,20 +20,53 @@ import numpy as np
 import tensorflow as tf
 
 from core import storage
+from core.export_formats import PARITY_FILE, check_formats
+from trainer.export_formats import logits_model, parity, runner, write_format
 from trainer.models import split_outputs
 from trainer.prepare_images import decoder_lines_hidden, inspect_data, op_message
 from trainer.records import preprocess_for_eval
 
+EXPORT_FILE = "export.json"
+
 
 def export_model(model: keras.Model, export_dir: str, image_size: int, labels: Sequence[str],
-                 center_crop: bool = True) -> None:
+                 center_crop: bool = True, *, images: np.ndarray,
+                 formats: Sequence[str] = ("saved_model",)) -> dict[str, dict]:
+    """Writes `formats` (core/export_formats.py's table) and labels.txt to export_dir, then checks
+    each file's logits on `images` (float32, preprocessed as in evaluation) against the model's and
+    writes parity.json: {format: its agreement and largest logit difference}. ValueError naming the
+    format when one is beyond its tolerance (the files stay, for a look)."""
+    formats = check_formats(formats)
+    if "saved_model" in formats:
+        _write_saved_model(model, export_dir, image_size, center_crop, labels)
+    written = [fmt for fmt in formats if fmt != "saved_model"]
+    for fmt in written:
+        write_format(model, export_dir, fmt, image_size)
+    storage.write_text(storage.join(export_dir, "labels.txt"), "\n".join(labels) + "\n")
+    storage.write_json(storage.join(export_dir, EXPORT_FILE), {"image_size": image_size, "center_crop": center_crop,
+                                                                "formats": list(formats)})
+    images = np.asarray(images, np.float32)
+    expected = logits_model(model, image_size).predict_on_batch(images).astype(np.float64)
+    checks = {fmt: parity(expected, runner(export_dir, fmt)(images), fmt) for fmt in formats}
+    storage.write_json(storage.join(export_dir, PARITY_FILE), checks)
+    beyond = [f"{fmt} (top-1 agreement {c['top1_agreement']}, largest logit difference {c['max_logit_diff']:.3g})"
+              for fmt, c in checks.items() if not c["within_tolerance"]]
+    if beyond:
+        raise ValueError(f"{export_dir}: exported predictions differ from the Keras model's on {len(images)} "
+                         f"evaluation images beyond tolerance: {'; '.join(beyond)} ({PARITY_FILE})")
+    return checks
+
+
+def _write_saved_model(model: keras.Model, export_dir: str, image_size: int, center_crop: bool,
+                       labels: Sequence[str]) -> None:
     class_names = tf.constant(list(labels))
 
     def classify(images):
         logits, _ = split_outputs(model(images, training=False))
-        probabilities = tf.nn.softmax(tf.cast(logits, tf.float32))
+        logits = tf.cast(logits, tf.float32)
+        probabilities = tf.nn.softmax(logits)
         classes = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
-        return {"probabilities": probabilities, "classes": classes,
+        return {"probabilities": probabilities, "classes": classes, "logits": logits,
                 "class_names": tf.gather(class_names, classes)}
 
     def classify_bytes(image_bytes):
@@ -46,7 +82,6 @@ def export_model(model: keras.Model, export_dir: str, image_size: int, labels: S
                          input_signature=[tf.TensorSpec([None, image_size, image_size, 3], tf.float32,
                                                         name="images")])
     archive.write_out(export_dir, verbose=False)
-    storage.write_text(storage.join(export_dir, "labels.txt"), "\n".join(labels) + "\n")
 
 
 def _read_checked(path: str) -> tuple[bytes | None, str | None]:
@@ -79,16 +114,39 @@ def _classify(signature, images: list[bytes]) -> list[np.ndarray | str]:
         return [_classify_one(signature, image) for image in images]
 
 
-def predict(export_dir: str, image_paths: Sequence[str], top_k: int = 5) -> list[dict]:
+def _bytes_classifier(export_dir: str, export_format: str):
+    """A function like serving_default (encoded image bytes -> {"probabilities"}) that runs
+    `export_format`'s file, the images preprocessed here as the SavedModel would."""
+    if export_format == "saved_model":
+        return tf.saved_model.load(export_dir).signatures["serving_default"]
+    path = storage.join(export_dir, EXPORT_FILE)
+    if not storage.exists(path):
+        raise ValueError(f"{export_dir}: no {EXPORT_FILE}; export the model again (amoeba evaluate --export_dir)")
+    saved = storage.read_json(path)
+    if export_format not in saved.get("formats", ()):
+        raise ValueError(f"{export_dir}: no {export_format} export here (exported: {', '.join(saved['formats'])})")
+    run = runner(export_dir, export_format)
+
+    def classify(image_bytes):
+        images = tf.map_fn(lambda b: preprocess_for_eval(b, saved["image_size"], saved["center_crop"]), image_bytes,
+                           fn_output_signature=tf.float32)
+        return {"probabilities": tf.nn.softmax(tf.constant(run(images.numpy())))}
+    return classify
+
+
+def predict(export_dir: str, image_paths: Sequence[str], top_k: int = 5,
+            export_format: str = "saved_model") -> list[dict]:
     """For each image (local or gs:// path), in order, {"image", "predictions"}: the top-k labels with
-    probabilities; or {"image", "error"}: one line on why it could not be classified (a missing,
-    truncated or undecodable file), the other images classified all the same."""
-    loaded = tf.saved_model.load(export_dir)
+    probabilities, by `export_format`'s file and runtime; or {"image", "error"}: one line on why it
+    could not be classified (a missing, truncated or undecodable file), the others classified all
+    the same."""
+    check_formats([export_format])
+    classifier = _bytes_classifier(export_dir, export_format)
     labels = storage.read_text(storage.join(export_dir, "labels.txt")).splitlines()
     with decoder_lines_hidden():
         checked = [_read_checked(path) for path in image_paths]
         readable = [data for data, _ in checked if data is not None]
-        classified = iter(_classify(loaded.signatures["serving_default"], readable) if readable else [])
+        classified = iter(_classify(classifier, readable) if readable else [])
     results = []
     for path, (data, error) in zip(image_paths, checked):
         probs = next(classified) if data is not None else error

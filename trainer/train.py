@@ -18,9 +18,10 @@ import json
 import logging
 import math
 import time
-from typing import Any
+from typing import Any, Sequence
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from core import storage
@@ -35,6 +36,8 @@ from trainer.nasnet import set_training_progress
 from trainer.progress_file import ProgressFile
 from trainer.records import DataInfo, eval_dataset, read_metadata, train_dataset
 from trainer.schedules import WarmupDecay, make_optimizer
+
+PARITY_IMAGES = 256  # evaluation images each exported file is checked on
 
 __all__ = ["TrainConfig", "Trainer", "load_trainer", "make_strategy"]
 
@@ -193,10 +196,19 @@ class Trainer:
         """Inside, the model holds the moving average of its weights (with ema_decay; else as it is)."""
         return averaged_weights(self.optimizer, self.model.trainable_variables)
 
-    def export(self, export_dir: str) -> None:
-        """A SavedModel of the model (its averaged weights with ema_decay) for serving (trainer/export.py)."""
+    def export(self, export_dir: str, formats: Sequence[str] = ("saved_model",)) -> dict[str, dict]:
+        """The model (its averaged weights with ema_decay) in `formats` for serving (trainer/export.py),
+        each checked against it on the first PARITY_IMAGES evaluation images; their parity.json."""
         with self.averaged_weights():
-            export_model(self.model, export_dir, self.config.image_size, self.info.labels, self.config.center_crop)
+            return export_model(self.model, export_dir, self.config.image_size, self.info.labels,
+                                self.config.center_crop, images=self.evaluation_images(PARITY_IMAGES), formats=formats)
+
+    def evaluation_images(self, count: int) -> np.ndarray:
+        """The first `count` images of the evaluation split, preprocessed as evaluation does."""
+        data = eval_dataset(self.config.data, self.config.eval_batch_size, self.config.image_size,
+                            center_crop=self.config.center_crop).unbatch()
+        real = data.filter(lambda image, label, weight: weight > 0).take(count)
+        return np.stack([image.numpy() for image, _, _ in real])
 
     def evaluate(self, eval_batch=None) -> dict[str, float]:
         """Loss, top-1 and top-5 on the evaluation split, with the averaged weights and eval_tta's views."""

@@ -1,6 +1,9 @@
 """amoeba predict --export_dir=DIR IMAGE... [--top_k=5 --format=text|json]: classify images.
 
-DIR is a SavedModel written by `amoeba train --export_dir` (or `amoeba evaluate --export_dir`);
+DIR is an export dir written by `amoeba train --export_dir` (or `amoeba evaluate --export_dir`,
+`amoeba promote --export_dir`); --export_format picks the file and runtime that classify (saved_model
+by TensorFlow; tflite and tflite_int8 by LiteRT's interpreter; onnx by onnxruntime: optional
+extras, named with their pip line when missing);
 images are local or gs:// paths in any format TensorFlow decodes. An image that cannot be read (missing,
 empty, truncated, not an image) gets one line on stderr saying why, and the others are classified all
 the same; the exit status is then 1 (0 when every image was classified). With --format=json such an
@@ -17,11 +20,14 @@ import sys
 
 from absl import app, flags
 
+from core.export_formats import FORMATS
+
 FLAGS = flags.FlagValues()
 USES_TENSORFLOW = True  # the CLI imports it first, quietly
 flags.DEFINE_string("export_dir", None, "Exported SavedModel dir (what amoeba train --export_dir wrote).",
                     flag_values=FLAGS)
 flags.DEFINE_string("model", None, "Deprecated: --export_dir.", flag_values=FLAGS)
+flags.DEFINE_enum("export_format", "saved_model", list(FORMATS), "Which exported file classifies.", flag_values=FLAGS)
 flags.DEFINE_integer("top_k", 5, "Labels shown per image.", lower_bound=1, flag_values=FLAGS)
 flags.DEFINE_enum("format", "text", ["text", "json"], "Output format.", flag_values=FLAGS)
 
@@ -36,8 +42,8 @@ def main(args: list[str]) -> None:
     from trainer.export import predict
 
     try:
-        results = predict(export_dir, args, FLAGS.top_k)
-    except (ValueError, OSError) as err:
+        results = predict(export_dir, args, FLAGS.top_k, FLAGS.export_format)
+    except (ValueError, OSError, ImportError) as err:
         raise app.UsageError(str(err)) from None
     if FLAGS.format == "json":
         print(json.dumps(results))

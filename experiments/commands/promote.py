@@ -21,7 +21,9 @@ import os
 
 from absl import app, flags
 
+from core.export_formats import check_runtimes
 from experiments.comparison import comparison_text
+from experiments.export_flags import exported_lines
 from experiments.promote import PromoteConfig, default_match_params, export_winner, own_size_searches, run_promote
 from experiments.recipe_flags import define_recipe_flags, recipe_from_flags
 from experiments.resources import ClusterTooSmall
@@ -58,19 +60,21 @@ def main(args: list[str]) -> None:
         size_flags = tuple(name for name in ("filters", "num_cells") if FLAGS[name].present)
         config = build(PromoteConfig, {**fields, "recipe": recipe,
                                        "size_flags": size_flags})
+        if config.export_dir:
+            check_runtimes(config.export_format)  # before the training, not after it
         if note:  # once the settings are known to be good
             print(note, flush=True)
         table = run_promote(config)
-    except (ValueError, FileNotFoundError, ClusterTooSmall) as err:
+    except (ValueError, FileNotFoundError, ClusterTooSmall, ImportError) as err:
         raise app.UsageError(str(err)) from None
     print(comparison_text(table))
     print(f"wrote {os.path.join(FLAGS.output_dir, 'comparison.csv')} and comparison.json")
     if config.export_dir:
         try:
-            name, why = export_winner(config, table)
-        except ValueError as err:
+            name, why, checks = export_winner(config, table)
+        except (ValueError, ImportError) as err:
             raise app.UsageError(str(err)) from None
-        print(f"exported {name} ({why}) as a SavedModel to {config.export_dir}")
+        print(exported_lines(config.export_dir, checks, f"{name} ({why}) "))
     failed = table[table.status != "ok"]
     if len(failed):
         reasons = ", ".join(f"{n}: {e or s}" for n, s, e in zip(failed.name, failed.status, failed.error))

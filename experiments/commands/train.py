@@ -4,7 +4,8 @@
 resnet20, resnet32, resnet44, resnet56, resnet110, amoebanet_a, amoebanet_d, nasnet_a), or a
 genotype JSON file (e.g. a search's best_genotype.json). --data: a dir made by
 `amoeba prepare` (local or gs://). A model_dir that holds a checkpoint is resumed: keep it to
-continue (also on new data), delete it to start fresh. --export_dir exports a SavedModel at the end.
+continue (also on new data), delete it to start fresh. --export_dir exports it at the end in each
+--export_format (saved_model, tflite, tflite_int8, onnx), each file checked against the model.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ SUMMARY = "train a model (a searched cell, AmoebaNet, ResNet) fully on a data di
 
 from absl import app, flags
 
+from core.export_formats import check_runtimes
+from experiments.export_flags import define_export_format, exported_lines
 from experiments.recipe_flags import define_recipe_flags, recipe_from_flags
 from core.train_config import TrainConfig, genotype_model
 from searchspace import MacroGenotype
@@ -22,8 +25,10 @@ USES_TENSORFLOW = True  # the CLI imports it first, quietly
 flags.DEFINE_string("model", None, "Model name or genotype JSON file.", flag_values=FLAGS)
 flags.DEFINE_string("data", None, "Prepared TFRecord dir (amoeba prepare).", flag_values=FLAGS)
 flags.DEFINE_string("model_dir", None, "Checkpoints, TensorBoard logs, eval results.", flag_values=FLAGS)
-flags.DEFINE_string("export_dir", None, "Export a SavedModel here after training.", flag_values=FLAGS)
+flags.DEFINE_string("export_dir", None, "Export the model here after training (in each --export_format).",
+                    flag_values=FLAGS)
 define_recipe_flags(FLAGS)
+define_export_format(FLAGS)
 
 
 def config_from_flags():
@@ -58,13 +63,18 @@ def main(args: list[str]) -> None:
     from trainer.train import Trainer
 
     try:
+        if FLAGS.export_dir:
+            check_runtimes(FLAGS.export_format)  # before training, not after
         trainer = Trainer(config)
         trainer.restore()  # a checkpoint of another model, or other labels, fails here, at once
-    except (ValueError, FileNotFoundError) as err:
+    except (ValueError, FileNotFoundError, ImportError) as err:
         raise app.UsageError(str(err)) from None
     result = trainer.train()
     print(f"final eval: top1 {result['top1']:.4f} top5 {result['top5']:.4f} loss {result['loss']:.4f} "
           f"on {result['num_examples']} images at step {result['step']}")
     if FLAGS.export_dir:
-        trainer.export(FLAGS.export_dir)  # the averaged weights, with --ema_decay
-        print(f"exported SavedModel to {FLAGS.export_dir}")
+        try:
+            checks = trainer.export(FLAGS.export_dir, FLAGS.export_format)  # the averaged weights, with --ema_decay
+        except ValueError as err:  # a file beyond its tolerance; the checkpoint stays: amoeba evaluate --export_dir
+            raise app.UsageError(str(err)) from None
+        print(exported_lines(FLAGS.export_dir, checks))

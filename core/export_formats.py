@@ -1,0 +1,78 @@
+"""The formats a trained model exports to beside (or instead of) its SavedModel, one table: TFLite
+(float32, and dynamic-range int8) and ONNX, with the modules that write and read each, their pip
+lines, and the tolerance each file is held to against the Keras model at export (trainer/export.py
+writes and checks them). The runtimes are optional extras: a missing one is named with its pip line.
+
+Pure Python: must not import TensorFlow or an optional runtime at module level (configs check
+format names here).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Sequence
+
+from core import storage
+
+PARITY_FILE = "parity.json"
+
+
+@dataclass(frozen=True)
+class ExportFormat:
+    """One format: its file in the export dir ("" for the SavedModel itself), the modules that write
+    and read it with their pip line, and its tolerance against the Keras model's logits."""
+
+    file: str
+    writes_with: tuple[str, ...]
+    reads_with: str
+    install: str
+    max_logit_diff: float | None  # float formats: the largest |logit difference| allowed, times max(1, |logits|)
+    min_agreement: float  # the least share of images with Keras's top-1 (quantized formats)
+    help: str
+
+
+FORMATS: dict[str, ExportFormat] = {
+    "saved_model": ExportFormat("", (), "tensorflow", "", 1e-4, 0.0,
+                                "TF Serving and Vertex AI; encoded image bytes or float images in"),
+    "tflite": ExportFormat("model.tflite", (), "ai_edge_litert.interpreter", "pip install 'amoeba-nas[litert]' "
+                           "(or: pip install ai-edge-litert)", 1e-3, 0.0, "LiteRT (TensorFlow Lite), float32"),
+    "tflite_int8": ExportFormat("model_int8.tflite", (), "ai_edge_litert.interpreter", "pip install 'amoeba-nas[litert]' "
+                                "(or: pip install ai-edge-litert)", None, 0.9,
+                                "LiteRT, dynamic-range int8 weights (about a quarter of the size)"),
+    "onnx": ExportFormat("model.onnx", ("tf2onnx", "onnx"), "onnxruntime", "pip install 'amoeba-nas[onnx]' "
+                         "(or: pip install tf2onnx onnx onnxruntime)", 1e-3, 0.0, "ONNX (opset of tf2onnx), onnxruntime"),
+}
+
+
+def check_formats(formats: Sequence[str]) -> tuple[str, ...]:
+    """The formats asked for, checked against the table; ValueError naming an unknown one."""
+    unknown = [name for name in formats if name not in FORMATS]
+    if unknown or not formats:
+        raise ValueError(f"export_format: {unknown or 'none given'}: choose among {', '.join(FORMATS)}")
+    return tuple(dict.fromkeys(formats))
+
+
+def require(module: str, fmt: str) -> object:
+    """`module` imported, or ImportError naming the format and the pip line that installs it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ImportError(f"export format {fmt!r} needs {module}, which is not installed: "
+                          f"{FORMATS[fmt].install}") from None
+
+
+def format_path(export_dir: str, fmt: str) -> str:
+    return storage.join(export_dir, FORMATS[fmt].file) if FORMATS[fmt].file else export_dir
+
+
+def check_runtimes(formats: Sequence[str]) -> None:
+    """ImportError naming the first format whose writer or runtime is missing, with its pip line: run
+    before a training whose end exports, so that nothing is trained for an export that cannot be."""
+    for fmt in check_formats(formats):
+        for module in (*FORMATS[fmt].writes_with, FORMATS[fmt].reads_with):
+            require(module, fmt)
+
+
+EXPORT_FORMAT_HELP = ("Formats --export_dir writes, each checked against the Keras model on evaluation images "
+                      "(parity.json): " + "; ".join(f"{name}: {fmt.help}" for name, fmt in FORMATS.items()) + ".")

@@ -1,0 +1,110 @@
+"""A search's trials and a promote's models as TensorBoard HParams sessions, so that `tensorboard
+--logdir=DIR` on either dir shows the HParams dashboard (table, parallel coordinates, scatter):
+each trial's choices (the genotype's fields; ops as counts) and its origin as hyperparameters, its
+metrics and costs as metrics. One run per trial under DIR/hparams/trial_N, written once when its
+final result is in (a resumed search writes the ones missing); a promote rewrites its own runs.
+Written with tensorboardX, so that the search driver imports no TensorFlow.
+
+Must not import TensorFlow or Ray, or train.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+from typing import Any, Iterable, Mapping
+
+from evolution import SearchAlgorithm
+
+HPARAMS_DIR = "hparams"
+METRICS = ("val_accuracy", "best_val_accuracy", "seconds_to_target", "params", "multiply_adds", "latency_ms",
+           "step_ms", "train_seconds", "images_per_sec", "trial_seconds")  # the ones a trial has are written
+PROMOTE_METRICS = ("top1", "top1_low", "top1_high", "top5", "params", "multiply_adds", "images_per_sec",
+                   "wall_seconds", "search_val_accuracy")
+HParam = bool | int | float | str
+
+
+def genotype_hparams(data: Any, vocabulary: Iterable[str] = ()) -> dict[str, HParam]:
+    """A genotype's JSON as flat hyperparameters: a field's value under its dotted path
+    (`activation`, `stages.0.width`); strings inside lists (a cell's ops) counted per path without
+    the indices (`normal.blocks.ops:sep_conv_3x3` = 2), every op of `vocabulary` present (0 when
+    unused); numbers nested in two lists or more (a block's inputs) left out."""
+    flat: dict[str, HParam] = {}
+    counted: set[str] = set()
+
+    def walk(value: Any, path: list[str], lists: int) -> None:
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                walk(item, [*path, str(key)], lists)
+        elif isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                walk(item, [*path, str(i)], lists + 1)
+        elif isinstance(value, str) and lists:
+            where = ".".join(p for p in path if not p.isdigit())
+            counted.add(where)
+            flat[f"{where}:{value}"] = int(flat.get(f"{where}:{value}", 0)) + 1
+        elif isinstance(value, (bool, int, float, str)) and lists < 2:
+            flat[".".join(path)] = value
+
+    walk(data, [], 0)
+    for where in counted:
+        for op in vocabulary:
+            flat.setdefault(f"{where}:{op}", 0)
+    return flat
+
+
+def _session(run_dir: str, hparams: Mapping[str, HParam], metrics: Mapping[str, float]) -> None:
+    """One HParams session in `run_dir`: its hyperparameters and metrics (written as scalars)."""
+    from tensorboardX.summary import hparams as hparams_summaries, scalar
+    from tensorboardX.writer import FileWriter
+
+    _, start, end = hparams_summaries(dict(hparams), dict(metrics))
+    writer = FileWriter(run_dir)
+    writer.add_summary(start)
+    writer.add_summary(end)
+    for name, value in metrics.items():
+        writer.add_summary(scalar(name, value), 0)
+    writer.close()
+
+
+def _numbers(metrics: Mapping[str, Any], names: Iterable[str]) -> dict[str, float]:
+    return {name: float(metrics[name]) for name in names
+            if isinstance(metrics.get(name), (int, float)) and not isinstance(metrics.get(name), bool)
+            and math.isfinite(metrics[name])}
+
+
+def write_search_hparams(algorithm: SearchAlgorithm, output_dir: str) -> int:
+    """A run for each trial with a final result and no run yet; how many were written."""
+    root = os.path.join(output_dir, HPARAMS_DIR)
+    vocabulary = tuple(getattr(algorithm.space, "ops", ()) or ())
+    objective = algorithm.objective
+    written = 0
+    for trial_id, outcome in sorted(algorithm.outcomes.items()):
+        run_dir = os.path.join(root, f"trial_{trial_id}")
+        if os.path.exists(run_dir):
+            continue
+        trial = algorithm.trials[trial_id]
+        choices = genotype_hparams(trial.genotype.to_json() if hasattr(trial.genotype, "to_json")
+                                   else trial.genotype, vocabulary)
+        hparams = {**choices, "mutation": trial.mutation or "", "parent_id": -1 if trial.parent_id is None
+                   else trial.parent_id, "status": outcome.status}
+        names = METRICS + ((objective,) if objective and objective not in METRICS else ())
+        _session(run_dir, hparams, _numbers(outcome.metrics, names))
+        written += 1
+    return written
+
+
+def write_promote_hparams(output_dir: str, rows: Iterable[Mapping[str, Any]]) -> None:
+    """Promote's models (comparison.csv's rows) as sessions, the dir rewritten: each model's name,
+    kind and width as hyperparameters, its accuracy, size, speed and times to targets as metrics."""
+    root = os.path.join(output_dir, HPARAMS_DIR)
+    shutil.rmtree(root, ignore_errors=True)
+    for row in rows:
+        hparams = {key: row[key] for key in ("name", "kind", "model", "status", "filters", "search_rank")
+                   if isinstance(row.get(key), (bool, int, float, str))
+                   and not (isinstance(row.get(key), float) and math.isnan(row[key]))}
+        targets = [key for key in row if re.match(r"time_to_top[15]_", str(key))]
+        metrics = _numbers(row, (*PROMOTE_METRICS, *targets))
+        _session(os.path.join(root, re.sub(r"[^\w.@-]", "_", str(row.get("name")))), hparams, metrics)

@@ -1,0 +1,88 @@
+"""Export formats (issue 37): the table's checks, parity and its tolerance, and real models of our
+families exported to every format and read back by each runtime."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from core.export_formats import FORMATS, check_formats, check_runtimes, require
+
+
+def test_format_names_are_checked_and_a_missing_runtime_is_named_with_its_pip_line(monkeypatch):
+    assert check_formats(["tflite", "onnx", "tflite"]) == ("tflite", "onnx")
+    with pytest.raises(ValueError, match="export_format: \\['tf_lite'\\]: choose among saved_model, tflite"):
+        check_formats(["tf_lite"])
+    with pytest.raises(ValueError, match="none given"):
+        check_formats([])
+    monkeypatch.setitem(FORMATS, "onnx", FORMATS["onnx"].__class__(
+        **{**vars(FORMATS["onnx"]), "reads_with": "onnxruntime_not_installed_here"}))
+    with pytest.raises(ImportError, match=r"export format 'onnx' needs onnxruntime_not_installed_here, which is not "
+                                          r"installed: pip install 'amoeba-nas\[onnx\]' \(or: pip install tf2onnx"):
+        check_runtimes(["saved_model", "onnx"])
+    assert require("json", "onnx") is json
+
+
+def test_parity_holds_float_formats_to_their_logits_and_int8_to_its_agreement():
+    from trainer.export_formats import parity
+
+    keras_logits = np.array([[2.0, 1.0, 0.0], [0.0, 3.0, 1.0], [1.0, 0.0, 5.0], [0.2, 0.1, 0.0]])
+    close = parity(keras_logits, keras_logits + 1e-4, "tflite")
+    assert close["within_tolerance"] and close["top1_agreement"] == 1.0 and close["images"] == 4
+    assert close["max_logit_diff"] == pytest.approx(1e-4) and close["max_logit_diff_allowed"] == pytest.approx(5e-3)
+    far = parity(keras_logits, keras_logits + [[0, 0, 0.02]] * 4, "onnx")  # 0.02 > 1e-3 x 5: beyond, same top-1
+    assert not far["within_tolerance"] and far["top1_agreement"] == 1.0
+    flipped = keras_logits.copy()
+    flipped[3] = [0.0, 0.3, 0.0]  # one of four images changes its class: 0.75 < 0.9
+    assert parity(keras_logits, keras_logits + 0.5, "tflite_int8")["within_tolerance"]  # logits free, classes same
+    assert not parity(keras_logits, flipped, "tflite_int8")["within_tolerance"]
+    with pytest.raises(ValueError, match="logits of shape \\(4, 2\\), the Keras model's \\(4, 3\\)"):
+        parity(keras_logits, keras_logits[:, :2], "onnx")
+
+
+@pytest.fixture(scope="module")
+def airbench_export(tmp_path_factory):
+    """airbench94 at an eighth of its width (the whitening conv, GELU, BN with a fixed scale, the
+    scaled linear head) exported to every format: (its dir, the Keras model, the images checked)."""
+    from trainer.export import export_model
+    from trainer.models import ModelSpec, build_model
+
+    model = build_model(ModelSpec("airbench94", num_classes=3, image_size=16, width_multiplier=0.125))
+    images = np.random.default_rng(0).normal(size=(24, 16, 16, 3)).astype(np.float32)
+    export_dir = str(tmp_path_factory.mktemp("export") / "airbench")
+    checks = export_model(model, export_dir, 16, ["a", "b", "c"], images=images, formats=tuple(FORMATS))
+    return export_dir, model, images, checks
+
+
+def test_every_format_of_a_real_network_agrees_with_keras_and_says_so_in_parity_json(airbench_export):
+    import os
+
+    export_dir, _, _, checks = airbench_export
+    saved = json.loads(open(os.path.join(export_dir, "parity.json")).read())
+    assert saved == json.loads(json.dumps(checks)) and set(saved) == set(FORMATS)
+    for name, check in saved.items():
+        assert check["within_tolerance"] and check["images"] == 24, name
+        assert os.path.exists(os.path.join(export_dir, check["file"])), name
+    assert saved["tflite"]["max_logit_diff"] < 1e-3 and saved["onnx"]["max_logit_diff"] < 1e-3
+    assert saved["tflite_int8"]["top1_agreement"] >= 0.9
+    int8, float32 = (os.path.getsize(os.path.join(export_dir, f)) for f in ("model_int8.tflite", "model.tflite"))
+    assert int8 < 0.6 * float32  # int8 weights
+    assert json.loads(open(os.path.join(export_dir, "export.json")).read()) == {
+        "image_size": 16, "center_crop": True, "formats": list(FORMATS)}
+
+
+def test_a_file_beyond_its_tolerance_is_an_error_naming_the_format(airbench_export, monkeypatch, tmp_path):
+    from trainer import export as export_module
+    from trainer.export import export_model
+
+    _, model, images, _ = airbench_export
+    real = export_module.runner
+    monkeypatch.setattr(export_module, "runner", lambda folder, fmt: (lambda x: real(folder, fmt)(x) + (
+        0.05 if fmt == "tflite" else 0.0)))
+    with pytest.raises(ValueError, match=r"beyond tolerance: tflite \(top-1 agreement 1.0, largest logit "
+                                         r"difference 0.05\) \(parity.json\)"):
+        export_model(model, str(tmp_path / "bad"), 16, ["a", "b", "c"], images=images,
+                     formats=("saved_model", "tflite"))
+    assert json.loads((tmp_path / "bad" / "parity.json").read_text())["saved_model"]["within_tolerance"]

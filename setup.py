@@ -7,6 +7,7 @@ from setuptools import find_packages, setup
 LINUX_X86 = 'sys_platform == "linux" and platform_machine == "x86_64"'
 LITERT = "ai-edge-litert>=2.0"
 ONNX = ["tf2onnx>=1.17", "onnx>=1.17", "onnxruntime>=1.20"]
+MLFLOW = "mlflow-skinny>=3.0"
 NOT_LINUX_X86 = 'sys_platform != "linux" or platform_machine != "x86_64"'
 
 setup(
@@ -38,8 +39,9 @@ setup(
         # ai-edge-litert 2.3, tf2onnx 1.17, onnx 1.23, onnxruntime 1.32
         "litert": [LITERT],
         "onnx": ONNX,
+        "mlflow": [MLFLOW],  # --mlflow_tracking_uri (tested with mlflow-skinny 3.18)
         "test": ["pytest>=8", "pytest-xdist>=3.5", "filelock>=3.12", "hypothesis>=6.100",
-                 "pytest-timeout>=2.3", "gcp-storage-emulator>=2024.8", LITERT, *ONNX],
+                 "pytest-timeout>=2.3", "gcp-storage-emulator>=2024.8", LITERT, *ONNX, MLFLOW],
     },
     entry_points={"console_scripts": ["amoeba=experiments.cli:run"]},
 )

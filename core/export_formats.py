@@ -9,11 +9,11 @@ format names here).
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Sequence
 
 from core import storage
+from core.optional import require_module
 
 PARITY_FILE = "parity.json"
 
@@ -55,11 +55,7 @@ def check_formats(formats: Sequence[str]) -> tuple[str, ...]:
 
 def require(module: str, fmt: str) -> object:
     """`module` imported, or ImportError naming the format and the pip line that installs it."""
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise ImportError(f"export format {fmt!r} needs {module}, which is not installed: "
-                          f"{FORMATS[fmt].install}") from None
+    return require_module(module, f"export format {fmt!r}", FORMATS[fmt].install)
 
 
 def format_path(export_dir: str, fmt: str) -> str:

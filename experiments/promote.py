@@ -29,6 +29,7 @@ from searchspace import MacroGenotype, genotype_from_json
 from experiments import ranking
 from experiments.comparison import choose
 from experiments.hparams import write_promote_hparams
+from experiments.mlflow_log import log_exported_model, log_promoted_models
 from experiments.layout import CONFIG, JOURNAL, PLAN, RESULT
 from experiments.promote_config import PromoteConfig, baseline_model, with_new_recipe_fields
 from experiments.noise import wilson_interval
@@ -311,6 +312,8 @@ def run_promote(config: PromoteConfig, trainable: Any = None) -> pd.DataFrame:
     table = comparison_table(config, planned, errors)
     write_comparison(config.output_dir, table)
     write_promote_hparams(config.output_dir, table.to_dict("records"))  # TensorBoard's HParams dashboard
+    if config.mlflow_tracking_uri:
+        log_promoted_models(config.output_dir, config.mlflow_tracking_uri, table.to_dict("records"))
     return table
 
 
@@ -390,4 +393,6 @@ def export_winner(config: PromoteConfig, table: pd.DataFrame) -> tuple[str, str,
     planned = next(m for m in open_plan(config) if m.name == winner)
     trainer = load_trainer(model_config(config, planned).model_dir, config.data)
     checks = trainer.export(config.export_dir, config.export_format)  # the averaged weights, with --ema_decay
+    if config.mlflow_tracking_uri:
+        log_exported_model(config.output_dir, config.mlflow_tracking_uri, winner, config.export_dir)
     return winner, why, checks

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from experiments.comparison import EXPORT_CHOICES
+from experiments.mlflow_log import check_mlflow
 from experiments.search_config import SearchConfig
 from experiments.settings import FREE, as_json
 from core import storage
@@ -63,6 +64,10 @@ class PromoteConfig:
                                               "and the baselines: accuracy (top-1; says when it is within noise) or "
                                               "time_to_target (the first to the highest --target_top1).", free=True,
                                   choices=EXPORT_CHOICES)
+    mlflow_tracking_uri: str | None = _setting(None, "Log each promoted model as an MLflow run there (its "
+                                                     "comparison row; the exported files as artifacts of the "
+                                                     "exported model's run); the experiment is the output dir's "
+                                                     "name (needs mlflow-skinny).", free=True)
     cost_per_hour: float = _setting(0.0, "Price of one trial's resources per hour: the cost to the targets "
                                          "(DAWNBench's cost; 0: not shown).", free=True)
     cpus_per_trial: float = _as_search("cpus_per_trial", "CPUs per model (0: the cluster's CPUs shared out among "
@@ -102,6 +107,7 @@ class PromoteConfig:
             if any(not 0 < v <= 1 for v in targets):
                 raise ValueError(f"{name}: accuracies in (0, 1], got {list(targets)}")
         check_formats(self.export_format)
+        check_mlflow(self.mlflow_tracking_uri)
         if self.export_choice not in EXPORT_CHOICES:
             raise ValueError(f"export_choice: one of {list(EXPORT_CHOICES)}, got {self.export_choice!r}")
         if self.export_choice == "time_to_target" and not self.target_top1:

@@ -22,6 +22,7 @@ from experiments import ranking
 from experiments.layout import CHECKPOINTS, CONFIG, JOURNAL, RESULT_FILES
 from experiments.resources import ClusterTooSmall, trial_resources
 from experiments.hparams import write_search_hparams
+from experiments.mlflow_log import log_search_trials
 from experiments.results import top_table, write_results
 from experiments.local_ray import local_ray_gone
 from experiments.search_config import SearchConfig, open_search, resume_differences
@@ -329,6 +330,8 @@ def on_result(algorithm: SearchAlgorithm, trial_id: int, config: SearchConfig) -
     shutil.rmtree(checkpoint_dir(os.path.join(config.output_dir, CHECKPOINTS), trial_id), ignore_errors=True)
     write_results(algorithm, config.output_dir)
     write_search_hparams(algorithm, config.output_dir)  # TensorBoard's HParams dashboard: each trial once
+    if config.mlflow_tracking_uri:
+        log_search_trials(algorithm, config.output_dir, config.mlflow_tracking_uri)  # each trial once, too
     if config.upload_to:
         _upload(lambda: upload_results(config.output_dir, config.upload_to), config.upload_to)
     trial, outcome = algorithm.trials[trial_id], algorithm.outcomes[trial_id]

@@ -19,6 +19,7 @@ from evolution import ALGORITHMS, JournalLock, SearchAlgorithm, make_algorithm, 
 from evolution.algorithms import RandomSearch, as_json, genotype_of
 from evolution.objectives import LIMITED, MEASURES, Limits, MnasReward, parse_goals
 from evolution.params import ParetoParams
+from experiments.mlflow_log import check_mlflow
 from evolution.repeats import REPEATS
 from evolution.rungs import RUNG_RULES, Rungs
 from experiments.layout import CONFIG, JOURNAL
@@ -117,6 +118,8 @@ class SearchConfig:
                                           "one on this machine, on 127.0.0.1 only).")
     upload_to: str | None = _runs(None, "gs://BUCKET/PATH: keep a copy of the journal and results there "
                                         "(google-cloud-storage; the output dir stays the state).")
+    mlflow_tracking_uri: str | None = _runs(None, "Log each finished trial as an MLflow run there (experiment: the "
+                                                  "output dir's name; needs mlflow-skinny).")
     rungs: tuple[int, ...] = _algo((), "Multi-fidelity: epochs at which each candidate reports and ASHA continues "
                                        "or stops it (e.g. 1,3,9; the last replaces --epochs).", api=False)
     reduction_factor: float = _algo(3.0, "With --rungs, ASHA's eta: the top 1/eta at a rung goes on "
@@ -174,6 +177,7 @@ class SearchConfig:
                 raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)}")
         if self.upload_to and not self.upload_to.startswith("gs://"):
             raise ValueError(f"upload_to: must be a gs://BUCKET/PATH, got {self.upload_to!r}")
+        check_mlflow(self.mlflow_tracking_uri)
         self._check_trainer()
         self._time_to_target_objective()
         if self.cost_metric not in MEASURES:

@@ -28,10 +28,15 @@ TINY_SEARCH = ["--space=nasnet", "--max_concurrent=1", "--population_size=3", "-
 
 @pytest.mark.integration
 def test_a_search_of_prepared_jpegs_through_ray_tune_with_rungs_then_resume(cifar_mini, tmp_path, shared_ray,
-                                                                           gcs_emulator):
+                                                                           gcs_emulator, monkeypatch):
     """The README's path for your own photos: amoeba prepare (the fixture), then amoeba search --data
-    at 16 px with rungs, two trials at once, seeded, uploading to GCS; then resumed."""
+    at 16 px with rungs, two trials at once, seeded, uploading to GCS and logging to MLflow; then
+    resumed."""
     from core import storage
+    from tests.test_mlflow import logged_runs
+
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # mlflow-skinny has no database store
+    tracking = f"file://{tmp_path / 'mlruns'}"
 
     _, data = cifar_mini
     out, dest = str(tmp_path / "search"), f"{gcs_emulator}/searches/one"
@@ -40,7 +45,8 @@ def test_a_search_of_prepared_jpegs_through_ray_tune_with_rungs_then_resume(cifa
     tiny = [*TINY_SEARCH, "--max_concurrent=2", f"--initial={tmp_path / 'best_genotype.json'}",  # the last wins
             f"--data={data}", "--image_size=16", "--validation_images=100", "--train_images=256", "--rungs=1,2",
             "--reduction_factor=2"]
-    result = amoeba_here("search", f"--output_dir={out}", "--max_trials=5", *tiny, f"--upload_to={dest}")
+    result = amoeba_here("search", f"--output_dir={out}", "--max_trials=5", *tiny, f"--upload_to={dest}",
+                         f"--mlflow_tracking_uri={tracking}")
     assert "5 trials done (0 failed)" in result.stdout and "top 5:" in result.stdout
     config = json.load(open(os.path.join(out, "search_config.json")))["proxy"]
     assert (config["dataset"], config["data"], config["image_size"]) == ("prepared", data, 16)
@@ -71,8 +77,12 @@ def test_a_search_of_prepared_jpegs_through_ray_tune_with_rungs_then_resume(cifa
     assert "h2 = " in amoeba_here("show", os.path.join(out, "best_genotype.json")).stdout
 
     # Same output dir, larger budget: resumes and runs only the new trial.
-    result = amoeba_here("search", f"--output_dir={out}", "--max_trials=6", *tiny)
+    result = amoeba_here("search", f"--output_dir={out}", "--max_trials=6", *tiny, f"--mlflow_tracking_uri={tracking}")
     assert "6 trials done" in result.stdout
+    runs = logged_runs(tracking, "search")  # each trial once, resumed or not; its choices and metrics
+    assert sorted(runs) == [f"trial_{i}" for i in range(6)] and "could not log to MLflow" not in result.stdout
+    assert runs["trial_0"]["metrics"]["val_accuracy"] == table.val_accuracy[0]
+    assert sorted(os.listdir(os.path.join(out, "hparams"))) == [f"trial_{i}" for i in range(6)]
     assert "resumed" in result.stderr and "5 trials done, 0 to re-issue" in result.stderr  # log.info reaches users
     assert len(pd.read_csv(os.path.join(out, "results.csv"))) == 6
     assert "6/6 done (0 failed)" in amoeba_here("results", out).stdout

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import tensorflow as tf
 
 from core import storage
+from core.prepare_config import PrepareConfig
 from trainer import records
 from trainer.prepare_images import ImageInfo, decoder_lines_hidden, encode_row, inspect_image
 from trainer.prepare_inputs import (BAD_ROWS_FILE, BadInputError, BadRow, Row, bad_noun, bad_rows_csv,
@@ -39,44 +40,6 @@ __all__ = [  # with the names commands, tests and trainer/fake_imagenet.py impor
 
 SHUFFLE_SEED = 0
 SPLIT_FILES = {records.TRAIN_PREFIX: "train_files.csv", records.EVAL_PREFIX: "eval_files.csv"}  # path,label lists
-
-
-@dataclass(frozen=True)
-class PrepareConfig:
-    train_csv: str | None = None  # `path,label` rows; or train_dir
-    eval_csv: str | None = None  # or eval_dir, or eval_fraction
-    output_dir: str | None = None  # may be None only for a dry run
-    labels: str | None = None  # labels.txt; None: the class folders, or the training CSV's sorted unique labels
-    num_shards_train: int = 0  # 0: about IMAGES_PER_SHARD (trainer/shard_writer.py) images per shard
-    num_shards_eval: int = 0
-    num_workers: int = 0  # 0: min(32, CPUs + 4) threads
-    skip_bad_rows: bool = False
-    dry_run: bool = False
-    trust_labels: bool = False  # derived labels that look like typos (prepare_inputs.suspicious_labels) are classes
-    train_dir: str | None = None  # a folder of class folders of images (Keras's image_dataset_from_directory)
-    eval_dir: str | None = None
-    eval_fraction: float = 0.0  # this share of each class of the training set, held out (seeded) to evaluate
-
-    def __post_init__(self) -> None:
-        if bool(self.train_csv) == bool(self.train_dir):
-            raise ValueError("give --train_csv (path,label rows) or --train_dir (one folder of images per class)")
-        if sum(bool(v) for v in (self.eval_csv, self.eval_dir, self.eval_fraction)) != 1:
-            raise ValueError("give one of --eval_csv, --eval_dir or --eval_fraction (a share of the training set)")
-        if not 0.0 <= self.eval_fraction < 1.0:
-            raise ValueError(f"eval_fraction: a share in (0, 1), got {self.eval_fraction}")
-        if not self.output_dir and not self.dry_run:
-            raise ValueError("give output_dir (only a dry run goes without)")
-        for name in ("num_shards_train", "num_shards_eval", "num_workers"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)}")
-
-    def workers(self) -> int:
-        return self.num_workers or min(32, (os.cpu_count() or 1) + 4)
-
-    @property
-    def from_csv(self) -> bool:
-        """Whether a CSV is read: bad inputs are then `bad rows`, else (class folders only) `bad images`."""
-        return bool(self.train_csv or self.eval_csv)
 
 
 @dataclass(frozen=True)

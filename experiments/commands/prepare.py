@@ -34,43 +34,18 @@ SUMMARY = "turn photos in class folders, or CSVs of path,label rows, into a data
 
 from absl import app, flags
 
+from core.prepare_config import FakeImagenetConfig, PrepareConfig, PrepareMode, check_counts
+from experiments.settings import build, define_flags, flag_settings
+
 FLAGS = flags.FlagValues()
 USES_TENSORFLOW = True  # the CLI imports it first, quietly
-F = {"flag_values": FLAGS}
-
-flags.DEFINE_string("train_csv", None, "CSV of training images: `path,label` rows.", **F)
-flags.DEFINE_string("eval_csv", None, "CSV of evaluation images: `path,label` rows.", **F)
-flags.DEFINE_string("train_dir", None, "Instead of --train_csv: a folder with one subfolder of images per class "
-                    "(DIR/CLASS/IMAGE.jpg, as Keras's image_dataset_from_directory reads).", **F)
-flags.DEFINE_string("eval_dir", None, "Instead of --eval_csv: the evaluation images, one subfolder per class.", **F)
-flags.DEFINE_float("eval_fraction", 0.0, "Instead of --eval_csv or --eval_dir: hold out this share of each class "
-                   "of the training set (seeded) to evaluate.", **F)
-flags.DEFINE_string("labels", None, "labels.txt, one label per line (default: the training CSV's sorted labels).",
-                    **F)
-flags.DEFINE_string("output_dir", None, "New or empty folder (local or gs://) for the TFRecords.", **F)
-flags.DEFINE_integer("num_shards_train", 0, "Training shards (0: one per ~1,000 images).", lower_bound=0, **F)
-flags.DEFINE_integer("num_shards_eval", 0, "Evaluation shards (0: one per ~1,000 images).", lower_bound=0, **F)
-flags.DEFINE_integer("num_workers", 0, "Threads reading and decoding images (0: CPUs + 4, at most 32).",
-                     lower_bound=0, **F)
-flags.DEFINE_boolean("skip_bad_rows", False, "Leave bad rows out (listed in bad_rows.csv) instead of failing.", **F)
-flags.DEFINE_boolean("trust_labels", False, "Without --labels, take every label of the training CSV as a class, "
-                     "even one with a handful of rows or spelt nearly as another (otherwise those stop prepare, "
-                     "naming their rows).", **F)
-flags.DEFINE_boolean("dry_run", False, "Check every row and print the counts; write nothing.", **F)
-flags.DEFINE_boolean("fake_imagenet", False, "Write a fake ImageNet-format set instead of converting CSVs.", **F)
-flags.DEFINE_integer("num_train", 1024, "--fake_imagenet: training images.", lower_bound=1, **F)
-flags.DEFINE_integer("num_eval", 256, "--fake_imagenet: evaluation images.", lower_bound=1, **F)
-flags.DEFINE_integer("num_classes", 10, "--fake_imagenet: classes.", lower_bound=1, **F)
-flags.DEFINE_integer("image_size", 64, "--fake_imagenet: typical image side (sides vary by +-25%).",
-                     lower_bound=8, **F)
-flags.DEFINE_integer("label_offset", 1, "--fake_imagenet, --index_tfrecords: stored label = class id + this.",
-                     lower_bound=0, **F)
-flags.DEFINE_string("index_tfrecords", None, "Write metadata.json for the TFRecords in this dir.", **F)
-flags.DEFINE_integer("seed", 0, "--fake_imagenet: random seed.", **F)
-
-_CSV_FLAGS = ("train_csv", "eval_csv", "train_dir", "eval_dir", "eval_fraction", "labels", "skip_bad_rows", "dry_run",
-              "num_workers", "trust_labels")
-_FAKE_FLAGS = ("num_train", "num_eval", "num_classes", "image_size", "label_offset", "seed")
+# Each flag is one field of core/prepare_config.py's settings
+MODE = define_flags(PrepareMode, FLAGS, module_name=__name__)
+CONVERT = define_flags(PrepareConfig, FLAGS, module_name=__name__)
+FAKE = define_flags(FakeImagenetConfig, FLAGS, module_name=__name__)
+_OUTPUT_FLAGS = ("output_dir", "num_shards_train", "num_shards_eval")  # where any set is written
+_CSV_FLAGS = tuple(s.flag for s in CONVERT if s.flag not in _OUTPUT_FLAGS)
+_FAKE_FLAGS = tuple(s.flag for s in FAKE)
 
 
 def _given(names: tuple[str, ...]) -> list[str]:
@@ -82,29 +57,22 @@ def _fake() -> None:
 
     if _given(_CSV_FLAGS):
         raise app.UsageError(f"--fake_imagenet does not take {', '.join(_given(_CSV_FLAGS))}")
-    info = write_fake_imagenet(
-        FLAGS.output_dir, num_train=FLAGS.num_train, num_eval=FLAGS.num_eval, num_classes=FLAGS.num_classes,
-        image_size=FLAGS.image_size, label_offset=FLAGS.label_offset, seed=FLAGS.seed,
-        num_shards_train=FLAGS.num_shards_train, num_shards_eval=FLAGS.num_shards_eval)
+    check_counts(FLAGS, _OUTPUT_FLAGS[1:])
+    info = write_fake_imagenet(FLAGS.output_dir, **flag_settings(FAKE, FLAGS),
+                               num_shards_train=FLAGS.num_shards_train, num_shards_eval=FLAGS.num_shards_eval)
     print(f"wrote to {FLAGS.output_dir}: a fake ImageNet of {info.num_train_images} training and "
           f"{info.num_eval_images} evaluation images, {info.num_classes} classes, label_offset {info.label_offset}")
 
 
 def _convert() -> None:
-    from trainer.prepare import PrepareConfig, prepare
+    from trainer.prepare import prepare
 
     if _given(_FAKE_FLAGS):
         raise app.UsageError(f"{', '.join(_given(_FAKE_FLAGS))} go with --fake_imagenet only")
     if not (FLAGS.train_csv or FLAGS.train_dir) or not (FLAGS.eval_csv or FLAGS.eval_dir or FLAGS.eval_fraction):
         raise app.UsageError("prepare needs --train_csv or --train_dir, and --eval_csv, --eval_dir or --eval_fraction "
                              "(or --fake_imagenet)")
-    config = PrepareConfig(
-        train_csv=FLAGS.train_csv, eval_csv=FLAGS.eval_csv, output_dir=FLAGS.output_dir, labels=FLAGS.labels,
-        train_dir=FLAGS.train_dir, eval_dir=FLAGS.eval_dir, eval_fraction=FLAGS.eval_fraction,
-        num_shards_train=FLAGS.num_shards_train, num_shards_eval=FLAGS.num_shards_eval,
-        num_workers=FLAGS.num_workers, skip_bad_rows=FLAGS.skip_bad_rows, dry_run=FLAGS.dry_run,
-        trust_labels=FLAGS.trust_labels)
-    print(prepare(config).describe())
+    print(prepare(build(PrepareConfig, flag_settings(CONVERT, FLAGS))).describe())
 
 
 def _index() -> None:

@@ -30,3 +30,21 @@ def test_every_promote_config_is_a_valid_promote(name, tmp_path):
     for baseline in config.baselines:
         model, width = baseline_model(baseline)
         config.train_config(baseline, model, **({"width_multiplier": width} if width else {}))  # validates it
+
+
+def test_prepare_and_benchmark_define_each_flag_as_one_field_of_their_configs():
+    """Issue 37: no flag of these commands is defined by hand; each limited measure has its limit."""
+    import dataclasses
+
+    from core.prepare_config import FakeImagenetConfig, PrepareConfig, PrepareMode
+    from evolution.objectives import LIMITED
+    from experiments.benchmark_config import LIMIT_FIELDS, BenchmarkConfig
+    from experiments.commands import benchmark, prepare
+
+    def names(*classes):
+        return sorted(f.name for cls in classes for f in dataclasses.fields(cls))
+
+    assert sorted(prepare.FLAGS) == names(PrepareMode, PrepareConfig, FakeImagenetConfig)
+    assert sorted(benchmark.FLAGS) == names(BenchmarkConfig)
+    assert set(LIMIT_FIELDS) == {f"max_{m}" for m in LIMITED} <= set(names(BenchmarkConfig))
+    assert benchmark.FLAGS["population_size"].default == 10 and "tournament" in benchmark.FLAGS

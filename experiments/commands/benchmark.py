@@ -21,69 +21,13 @@ import json
 
 from absl import app, flags
 
-from evolution.objectives import LIMITED, MEASURES
-from evolution.params import TOURNAMENTS, EvolutionParams, ParetoParams, help_of
-from evolution.rungs import RUNG_RULES
+from evolution.objectives import LIMITED
+from experiments.benchmark_config import BenchmarkConfig
 from experiments.commands import whole_numbers
-
-_PARAMS = EvolutionParams()  # the algorithms' own defaults and help: declared once, in evolution/params.py
+from experiments.settings import define_flags
 
 FLAGS = flags.FlagValues()
-F = {"flag_values": FLAGS}
-flags.DEFINE_enum("space", "nasbench201", ["nasbench201"], "Search space of the table.", **F)
-flags.DEFINE_string("table", None, "CSV file of the benchmark.", **F)
-flags.DEFINE_string("arch_column", "arch", "Column with the architecture string.", **F)
-flags.DEFINE_string("search_metric", None, "Column the search optimises (e.g. validation accuracy).", **F)
-flags.DEFINE_string("report_metric", None, "Column reported for the picked architecture (e.g. test accuracy).", **F)
-flags.DEFINE_enum("mode", "max", ["max", "min"], "Whether larger or smaller search metric is better.", **F)
-flags.DEFINE_list("algorithms", ["regularized_evolution", "random"], "Algorithms to compare.", **F)
-flags.DEFINE_integer("budget", 150, "Evaluations per run.", **F)
-flags.DEFINE_integer("runs", 100, "Runs per algorithm (seeds seed..seed+runs-1).", **F)
-flags.DEFINE_integer("seed", 0, "First seed.", **F)
-for _name in ("population_size", "sample_size"):
-    flags.DEFINE_integer(_name, getattr(_PARAMS, _name), help_of(EvolutionParams)[_name], **F)
-flags.DEFINE_enum("tournament", ParetoParams.tournament, list(TOURNAMENTS), help_of(ParetoParams)["tournament"], **F)
-flags.DEFINE_integer("offspring", ParetoParams.offspring, help_of(ParetoParams)["offspring"], **F)
-flags.DEFINE_float("budget_s", 0, "Simulated wall-clock budget in seconds (0: count evaluations, --budget).", **F)
-flags.DEFINE_string("cost_column", None, "Column of seconds per training epoch: what an evaluation costs "
-                    "(with --budget_s; without it an epoch costs 1).", **F)
-flags.DEFINE_integer("workers", 1, "Trials at once on the simulated clock (asynchronous).", **F)
-flags.DEFINE_list("fidelities", [], "EPOCHS:COLUMN pairs, the search metric at each fidelity "
-                  "(e.g. 12:val_acc_12ep,200:val_acc_200ep); default --epochs:--search_metric.", **F)
-flags.DEFINE_list("rungs", [], "Epochs at which trials report and ASHA decides (a subset of the "
-                  "fidelities' epochs, e.g. 12,200); default: every evaluation at the first fidelity.", **F)
-flags.DEFINE_float("reduction_factor", 3.0, "ASHA's eta: the top 1/eta at a rung goes on.", **F)
-flags.DEFINE_enum("rung_rule", "stopping", sorted(RUNG_RULES), "With --rungs: the rule that decides at each rung "
-                  "(evolution/rungs.py): stopping (go on or stop when a trial reports), payoff (the same, a "
-                  "higher rung bought only while its results change the lead as often, per result, as the "
-                  "rung's own) or promotion (a trial pauses at its rung; the best paused one goes on when the "
-                  "rung's share allows).", **F)
-flags.DEFINE_integer("epochs", 12, "Epochs one evaluation costs without --fidelities.", **F)
-flags.DEFINE_bool("dedup", False, "Do not charge an architecture already evaluated to the budget.", **F)
-flags.DEFINE_list("objectives", [], "COLUMN:max|min goals (e.g. val_acc_12ep:max,latency_ms_pixel3:min): "
-                  "pareto_evolution searches them; every algorithm's evaluated cells are scored by the "
-                  "hypervolume of their front against the table's (the report metric in place of the first).", **F)
-flags.DEFINE_string("latency_column", None, "Column of a cell's latency (ms): what --max_latency_ms, "
-                    "--latency_target_ms and the per-limit gaps read.", **F)
-flags.DEFINE_string("params_column", "params_mb", "Column of a cell's parameters, in millions (--max_params).", **F)
-for _measure in LIMITED:  # a limit per limited measure (evolution/objectives.py)
-    flags.DEFINE_float(f"max_{_measure}", 0, f"A proposal whose {_measure} ({MEASURES[_measure].description}) is "
-                       "above this is rejected before it is charged; 0: no limit. Read from --latency_column, "
-                       "--params_column or --measure_columns.", **F)
-flags.DEFINE_list("measure_columns", [], "MEASURE:COLUMN[:SCALE] items: the table column holding a limited "
-                  "measure (times SCALE, default 1), for measures without a flag of their own "
-                  "(e.g. multiply_adds:madds_m:1e6).", **F)
-flags.DEFINE_float("latency_target_ms", 0, "> 0: the search scores cells by MnasNet's reward, search metric x "
-                   "(latency / target)^--latency_weight.", **F)
-flags.DEFINE_float("latency_weight", -0.07, "The reward's exponent.", **F)
-flags.DEFINE_list("gap_percentiles", ["5", "15", "25", "35", "45", "55", "65", "75", "85", "95"], "With "
-                  "--latency_column and --objectives: latency limits at these percentiles of the column; the gap "
-                  "is the best report metric of any cell under a limit minus the best among the cells of the "
-                  "front found under it, averaged over the limits.", **F)
-flags.DEFINE_list("at_evaluations", [], "Evaluation counts to give figures at (default: about 10, 25, 50 and "
-                  "100% of --budget).", **F)
-flags.DEFINE_string("plot", "benchmark.png", "Plot file (.png or .svg); empty for none.", **F)
-flags.DEFINE_enum("format", "text", ["text", "json"], "Output format.", **F)
+SETTINGS = define_flags(BenchmarkConfig, FLAGS, module_name=__name__)  # each flag one field of BenchmarkConfig
 
 
 def main(args: list[str]) -> None:

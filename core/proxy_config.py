@@ -68,8 +68,8 @@ PROXY_RENAMED = {"batch_size": "train_batch_size", "warmup_epochs": "lr_warmup_e
 # --target_accuracy's clock (ProxyConfig.target_clock): the training and its evaluations, as `amoeba
 # promote` counts (DAWNBench's). A search made while it counted training only recorded none
 TARGET_CLOCK = "training_and_evaluations"
-# --precision, in `amoeba search` and `amoeba train` alike: the Keras dtype policy of each
 LATENCY_RUNTIMES = ("keras", "tflite")  # trainer/candidate_network.py's batch-1 latency, by runtime
+# --precision, in `amoeba search` and `amoeba train` alike: the Keras dtype policy of each
 PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16", "mixed_float16": "mixed_float16"}
 
 
@@ -196,7 +196,10 @@ class ProxyConfig:
         if self.latency_runtime not in LATENCY_RUNTIMES:
             raise ValueError(f"proxy latency_runtime: unknown {self.latency_runtime!r}; known: {list(LATENCY_RUNTIMES)}")
         if self.latency_runtime == "tflite":
-            check_runtimes(["tflite"])  # before any trial, not in each
+            try:
+                check_runtimes(["tflite"])  # a config error before any trial, not a failure of each
+            except ImportError as err:
+                raise ValueError(f"proxy latency_runtime: {err}") from None
         for name in ("image_size", "validation_images", "train_images", "timeout_s", "hang_grace_s", "threads",
                      "train_seconds", "weight_decay", "lr_warmup_epochs", "target_seconds"):
             if (getattr(self, name) or 0) < 0:

@@ -207,17 +207,18 @@ def _reports() -> int | None:
         return None
 
 
-def export(model_dir: str, export_dir: str, export_format: Sequence[str] = ("saved_model",),
+def export(model_dir: str, export_dir: str, export_format: str | Sequence[str] = ("saved_model",),
            data: str | None = None) -> dict[str, dict]:
     """The latest checkpoint of a trained model dir (`amoeba train`'s, or one of a promote's models)
     exported as `amoeba evaluate --export_dir` does: each format of core/export_formats.py checked
     against the model on the evaluation images of `data` (default: its own); returns parity.json's
     records. ImportError naming a missing runtime with its pip line; ValueError for a file beyond
     its tolerance. TensorFlow is imported here, when called."""
-    check_runtimes(export_format)
+    formats = (export_format,) if isinstance(export_format, str) else tuple(export_format)
+    check_runtimes(formats)
     from trainer.train import load_trainer
 
-    return load_trainer(model_dir, data).export(export_dir, export_format)
+    return load_trainer(model_dir, data).export(export_dir, formats)
 
 
 def predict(export_dir: str, images: Sequence[str], top_k: int = 5,

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from absl import flags
 
-from core.export_formats import EXPORT_FORMAT_HELP, FORMATS, PARITY_FILE, check_formats
+from core.export_formats import EXPORT_FORMAT_HELP, FORMATS, PARITY_FILE
+
 
 def define_export_format(values: flags.FlagValues) -> None:
+    """--export_format in `values`, its names checked when the flags are parsed (a usage error)."""
     flags.DEFINE_list("export_format", ["saved_model"], EXPORT_FORMAT_HELP, flag_values=values)
-    flags.register_validator("export_format", lambda names: bool(check_formats(names)),
+    flags.register_validator("export_format", lambda names: bool(names) and all(n in FORMATS for n in names),
                              message=f"export_format: choose among {', '.join(FORMATS)}", flag_values=values)
 
 

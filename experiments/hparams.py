@@ -2,7 +2,8 @@
 --logdir=DIR` on either dir shows the HParams dashboard (table, parallel coordinates, scatter):
 each trial's choices (the genotype's fields; ops as counts) and its origin as hyperparameters, its
 metrics and costs as metrics. One run per trial under DIR/hparams/trial_N, written once when its
-final result is in (a resumed search writes the ones missing); a promote rewrites its own runs.
+final result is in (a resumed search writes the ones missing; a trial re-run by --retry_failed is
+written again); a promote rewrites its own runs.
 Written with tensorboardX, so that the search driver imports no TensorFlow.
 
 Must not import TensorFlow or Ray, or train.
@@ -19,6 +20,7 @@ from typing import Any, Iterable, Mapping
 from evolution import SearchAlgorithm
 
 HPARAMS_DIR = "hparams"
+TOLD_FILE = "told_at"  # beside a trial's events: when its result came (TensorBoard reads events files only)
 METRICS = ("val_accuracy", "best_val_accuracy", "seconds_to_target", "params", "multiply_adds", "latency_ms",
            "step_ms", "train_seconds", "images_per_sec", "trial_seconds")  # the ones a trial has are written
 PROMOTE_METRICS = ("top1", "top1_low", "top1_high", "top5", "params", "multiply_adds", "images_per_sec",
@@ -82,9 +84,12 @@ def write_search_hparams(algorithm: SearchAlgorithm, output_dir: str) -> int:
     objective = algorithm.objective
     written = 0
     for trial_id, outcome in sorted(algorithm.outcomes.items()):
-        run_dir = os.path.join(root, f"trial_{trial_id}")
+        run_dir, told = os.path.join(root, f"trial_{trial_id}"), repr(outcome.told_at)
+        marker = os.path.join(run_dir, TOLD_FILE)
         if os.path.exists(run_dir):
-            continue
+            if not os.path.exists(marker) or open(marker).read() == told:
+                continue
+            shutil.rmtree(run_dir)  # told again (--retry_failed re-ran it): its new result replaces the old
         trial = algorithm.trials[trial_id]
         choices = genotype_hparams(trial.genotype.to_json() if hasattr(trial.genotype, "to_json")
                                    else trial.genotype, vocabulary)
@@ -92,6 +97,8 @@ def write_search_hparams(algorithm: SearchAlgorithm, output_dir: str) -> int:
                    else trial.parent_id, "status": outcome.status}
         names = METRICS + ((objective,) if objective and objective not in METRICS else ())
         _session(run_dir, hparams, _numbers(outcome.metrics, names))
+        with open(marker, "w") as f:
+            f.write(told)
         written += 1
     return written
 

@@ -11,6 +11,7 @@ Must not import TensorFlow or Ray; imports mlflow only when a URI is given.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -24,7 +25,9 @@ from experiments.hparams import METRICS, PROMOTE_METRICS, genotype_hparams
 log = logging.getLogger(__name__)
 INSTALL = "pip install 'amoeba-nas[mlflow]' (or: pip install mlflow-skinny)"
 TRIAL_TAG, MODEL_TAG = "amoeba.trial_id", "amoeba.model"
-_logged: dict[tuple[str, str, str], dict[str, str]] = {}  # (uri, experiment, tag) -> {value: its run id}
+TOLD_TAG = "amoeba.told_at"  # a trial re-run (--retry_failed) is told again, later: logged again
+_logged: dict[tuple[str, str, str], dict[str, str]] = {}  # (uri, experiment, tag) -> {value: told_at or run id}
+_unreachable: set[str] = set()  # URIs that failed in this process: not tried again until a resume
 
 
 def check_mlflow(uri: str | None) -> None:
@@ -41,23 +44,32 @@ def experiment_name(output_dir: str) -> str:
 
 
 def _client_and_experiment(uri: str, output_dir: str) -> tuple[Any, str]:
+    """The client and the output dir's experiment: named after the dir, or, when another dir of that
+    name logged there first, after the dir and a hash of its path."""
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")  # a dead server: seconds, not minutes
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
     from mlflow import MlflowClient
 
-    client = MlflowClient(tracking_uri=uri)
+    client, where = MlflowClient(tracking_uri=uri), os.path.abspath(output_dir)
     name = experiment_name(output_dir)
     found = client.get_experiment_by_name(name)
+    if found and found.tags.get("amoeba.output_dir", where) != where:
+        name = f"{name}-{hashlib.sha1(where.encode()).hexdigest()[:8]}"
+        found = client.get_experiment_by_name(name)
     experiment_id = found.experiment_id if found else client.create_experiment(
-        name, tags={"amoeba.output_dir": os.path.abspath(output_dir)})
+        name, tags={"amoeba.output_dir": where})
     return client, experiment_id
 
 
-def _already(client: Any, experiment_id: str, uri: str, tag: str) -> dict[str, str]:
-    """{the tag's value: its run id} of the runs the experiment holds, read once per process, then
-    kept up to date."""
+def _already(client: Any, experiment_id: str, uri: str, tag: str, value_tag: str | None = None) -> dict[str, str]:
+    """{the tag's value: the run's `value_tag` (its id without one)} of the runs the experiment
+    holds, read once per process, then kept up to date. A run's identifying tag is set last, so a
+    run cut short by a crash is not counted."""
     key = (uri, experiment_id, tag)
     if key not in _logged:
-        runs = client.search_runs([experiment_id], max_results=50_000)
-        _logged[key] = {run.data.tags[tag]: run.info.run_id for run in runs if tag in run.data.tags}
+        runs = client.search_runs([experiment_id], max_results=50_000, order_by=["attributes.start_time ASC"])
+        _logged[key] = {run.data.tags[tag]: run.data.tags.get(value_tag, "") if value_tag else run.info.run_id
+                        for run in runs if tag in run.data.tags}
     return _logged[key]
 
 
@@ -85,25 +97,28 @@ def log_search_trials(algorithm: SearchAlgorithm, output_dir: str, uri: str) -> 
     """An MLflow run for each trial with a final result that the experiment does not hold yet; how
     many were logged. A failure to reach the server is a warning."""
     try:
+        if uri in _unreachable:
+            return 0
         client, experiment_id = _client_and_experiment(uri, output_dir)
-        done = _already(client, experiment_id, uri, TRIAL_TAG)
+        done = _already(client, experiment_id, uri, TRIAL_TAG, TOLD_TAG)
         vocabulary = tuple(getattr(algorithm.space, "ops", ()) or ())
         logged = 0
         for trial_id, outcome in sorted(algorithm.outcomes.items()):
-            if str(trial_id) in done:
+            if done.get(str(trial_id)) == repr(outcome.told_at):
                 continue
             trial = algorithm.trials[trial_id]
             genotype = trial.genotype.to_json() if hasattr(trial.genotype, "to_json") else trial.genotype
             params = {**genotype_hparams(genotype, vocabulary), "mutation": trial.mutation or "",
                       "parent_id": "" if trial.parent_id is None else trial.parent_id}
-            tags = {TRIAL_TAG: str(trial_id), "amoeba.status": outcome.status}
+            tags = {TOLD_TAG: repr(outcome.told_at), "amoeba.status": outcome.status}
             if outcome.error:
                 tags["amoeba.error"] = str(outcome.error)[:5000]
             run_id = _log_run(client, experiment_id, f"trial_{trial_id}", tags, params,
                               _metrics(outcome.metrics, (*METRICS, algorithm.objective)))
             client.log_text(run_id, json.dumps(genotype, indent=1, sort_keys=True), "genotype.json")
+            client.set_tag(run_id, TRIAL_TAG, str(trial_id))  # last: the run is whole
             client.set_terminated(run_id, "FINISHED" if outcome.status != "failed" else "FAILED")
-            done[str(trial_id)] = run_id
+            done[str(trial_id)] = repr(outcome.told_at)
             logged += 1
         return logged
     except Exception as err:  # noqa: BLE001 (the tracking server is not the search's business)
@@ -115,6 +130,8 @@ def log_promoted_models(output_dir: str, uri: str, rows: Iterable[Mapping[str, A
     """An MLflow run for each promoted model (comparison.csv's rows) the experiment does not hold
     yet; how many were logged. A failure to reach the server is a warning."""
     try:
+        if uri in _unreachable:
+            return 0
         client, experiment_id = _client_and_experiment(uri, output_dir)
         done = _already(client, experiment_id, uri, MODEL_TAG)
         made = 0
@@ -125,8 +142,8 @@ def log_promoted_models(output_dir: str, uri: str, rows: Iterable[Mapping[str, A
             params = {k: row[k] for k in ("kind", "model", "status", "filters", "search_rank", "search_dir")
                       if row.get(k) is not None and not (isinstance(row[k], float) and math.isnan(row[k]))}
             targets = [k for k in row if str(k).startswith("time_to_top")]
-            run_id = _log_run(client, experiment_id, name, {MODEL_TAG: name}, params,
-                              _metrics(row, (*PROMOTE_METRICS, *targets)))
+            run_id = _log_run(client, experiment_id, name, {}, params, _metrics(row, (*PROMOTE_METRICS, *targets)))
+            client.set_tag(run_id, MODEL_TAG, name)  # last: the run is whole
             client.set_terminated(run_id, "FINISHED" if row.get("status") == "ok" else "FAILED")
             done[name] = run_id
             made += 1
@@ -138,6 +155,8 @@ def log_promoted_models(output_dir: str, uri: str, rows: Iterable[Mapping[str, A
 
 def log_exported_model(output_dir: str, uri: str, name: str, export_dir: str) -> None:
     """The exported files of model `name` (parity.json among them) as artifacts of its run."""
+    if uri in _unreachable:
+        return
     try:
         client, experiment_id = _client_and_experiment(uri, output_dir)
         run_id = _already(client, experiment_id, uri, MODEL_TAG).get(name)
@@ -149,5 +168,9 @@ def log_exported_model(output_dir: str, uri: str, name: str, export_dir: str) ->
 
 
 def _warn(uri: str, err: Exception) -> None:
-    log.warning("could not log to MLflow at %s: %s", uri, err)
-    print(f"warning: could not log to MLflow at {uri}: {err}", flush=True)
+    """One warning; then the URI is left alone for the rest of this run (a resume logs what is missing)."""
+    _unreachable.add(uri)
+    line = (f"warning: could not log to MLflow at {uri}: {type(err).__name__}: {err}; not tried again in this "
+            "run (rerun the same command to log what is missing)")
+    log.warning(line)
+    print(line, flush=True)

@@ -86,3 +86,12 @@ def test_a_file_beyond_its_tolerance_is_an_error_naming_the_format(airbench_expo
         export_model(model, str(tmp_path / "bad"), 16, ["a", "b", "c"], images=images,
                      formats=("saved_model", "tflite"))
     assert json.loads((tmp_path / "bad" / "parity.json").read_text())["saved_model"]["within_tolerance"]
+
+
+def test_an_unknown_format_on_the_command_line_is_a_usage_error_naming_the_choices(tmp_path):
+    from tests.conftest import amoeba_here
+
+    result = amoeba_here("evaluate", f"--model_dir={tmp_path}", f"--export_dir={tmp_path / 'e'}",
+                         "--export_format=saved_model,tf_lite", check=False)
+    assert result.returncode != 0 and "export_format: choose among saved_model, tflite" in result.stderr
+    assert "Traceback" not in result.stderr

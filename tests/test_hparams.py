@@ -3,6 +3,7 @@ read back as TensorBoard reads them."""
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
 
@@ -63,6 +64,11 @@ def test_a_search_writes_each_finished_trial_once_as_an_hparams_session(tmp_path
     assert write_search_hparams(algorithm, out) == 1  # the new one only: a trial is written once
     assert sorted(read_sessions(os.path.join(out, "hparams"))) == ["trial_0", "trial_1", "trial_2"]
     assert [f for f in sorted(glob.glob(os.path.join(out, "hparams", "*", "*"))) if "trial_2" not in f] == files
+    retried = algorithm.outcomes[trials[1].trial_id]  # --retry_failed re-runs trial 1: told again, later
+    algorithm.outcomes[trials[1].trial_id] = dataclasses.replace(
+        retried, status="ok", error=None, metrics={"val_accuracy": 0.7}, told_at=(retried.told_at or 0) + 1)
+    assert write_search_hparams(algorithm, out) == 1
+    assert read_sessions(os.path.join(out, "hparams"))["trial_1"][0]["status"] == "ok"
 
 
 def test_a_promote_writes_its_models_as_sessions_rewritten_on_a_rerun(tmp_path):

@@ -29,6 +29,7 @@ def logged_runs(uri: str, experiment: str) -> dict[str, dict]:
 def tracking(tmp_path, monkeypatch) -> str:
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # mlflow-skinny has no database store
     monkeypatch.setattr(mlflow_log, "_logged", {})  # a fresh process: what is logged is read from MLflow
+    monkeypatch.setattr(mlflow_log, "_unreachable", set())
     return f"file://{tmp_path / 'mlruns'}"
 
 
@@ -46,6 +47,10 @@ def test_each_finished_trial_is_logged_once_with_its_choices_metrics_and_genotyp
     assert mlflow_log.log_search_trials(algorithm, out, tracking) == 1  # only the new one
     runs = logged_runs(tracking, "my_search")
     assert sorted(runs) == ["trial_0", "trial_1", "trial_2"]
+    other = str(tmp_path / "elsewhere" / "my_search")  # another dir of the same name: an experiment of its own
+    os.makedirs(other)
+    assert mlflow_log.log_search_trials(algorithm, other, tracking) == 3
+    assert len(logged_runs(tracking, "my_search")) == 3
     first = runs["trial_0"]
     assert first["metrics"] == {"val_accuracy": 0.5, "params": 100.0, "latency_ms": 2.5}
     assert first["params"]["mutation"] == "random" and first["tags"]["amoeba.trial_id"] == "0"
@@ -92,5 +97,9 @@ def test_no_mlflow_is_a_config_error_and_an_unreachable_server_a_warning(tmp_pat
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "2")
     rows = [{"name": "resnet20", "status": "ok", "top1": 0.5}]
+    monkeypatch.setattr(mlflow_log, "_unreachable", set())
     assert mlflow_log.log_promoted_models(str(tmp_path), "http://127.0.0.1:9", rows) == 0
-    assert "warning: could not log to MLflow at http://127.0.0.1:9:" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "warning: could not log to MLflow at http://127.0.0.1:9: " in said and "not tried again" in said
+    assert mlflow_log.log_promoted_models(str(tmp_path), "http://127.0.0.1:9", rows) == 0  # at once, silently
+    assert capsys.readouterr().out == ""

@@ -117,14 +117,15 @@ def _classify(signature, images: list[bytes]) -> list[np.ndarray | str]:
 def _bytes_classifier(export_dir: str, export_format: str):
     """A function like serving_default (encoded image bytes -> {"probabilities"}) that runs
     `export_format`'s file, the images preprocessed here as the SavedModel would."""
-    if export_format == "saved_model":
-        return tf.saved_model.load(export_dir).signatures["serving_default"]
     path = storage.join(export_dir, EXPORT_FILE)
-    if not storage.exists(path):
+    saved = storage.read_json(path) if storage.exists(path) else None
+    if saved is not None and export_format not in saved.get("formats", ()):  # a file of an older export: not read
+        raise ValueError(f"{export_dir}: no {export_format} export here (exported: {', '.join(saved['formats'])}; "
+                         "--export_format picks one)")
+    if export_format == "saved_model":  # an export from before export.json: the SavedModel alone
+        return tf.saved_model.load(export_dir).signatures["serving_default"]
+    if saved is None:
         raise ValueError(f"{export_dir}: no {EXPORT_FILE}; export the model again (amoeba evaluate --export_dir)")
-    saved = storage.read_json(path)
-    if export_format not in saved.get("formats", ()):
-        raise ValueError(f"{export_dir}: no {export_format} export here (exported: {', '.join(saved['formats'])})")
     run = runner(export_dir, export_format)
 
     def classify(image_bytes):

@@ -207,8 +207,10 @@ class Trainer:
         """The first `count` images of the evaluation split, preprocessed as evaluation does."""
         data = eval_dataset(self.config.data, self.config.eval_batch_size, self.config.image_size,
                             center_crop=self.config.center_crop).unbatch()
-        real = data.filter(lambda image, label, weight: weight > 0).take(count)
-        return np.stack([image.numpy() for image, _, _ in real])
+        real = [image.numpy() for image, _, _ in data.filter(lambda image, label, weight: weight > 0).take(count)]
+        if not real:
+            raise ValueError(f"{self.config.data}: no evaluation images to check an export against")
+        return np.stack(real)
 
     def evaluate(self, eval_batch=None) -> dict[str, float]:
         """Loss, top-1 and top-5 on the evaluation split, with the averaged weights and eval_tta's views."""

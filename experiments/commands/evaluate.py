@@ -15,6 +15,7 @@ import json
 
 from absl import app, flags
 
+from core.export_formats import check_runtimes
 from experiments.export_flags import define_export_format, exported_lines
 
 FLAGS = flags.FlagValues()
@@ -31,8 +32,10 @@ def main(args: list[str]) -> None:
     from trainer.train import load_trainer
 
     try:
+        if FLAGS.export_dir:
+            check_runtimes(FLAGS.export_format)  # before the evaluation, not after
         trainer = load_trainer(FLAGS.model_dir, FLAGS.data)
-    except (ValueError, FileNotFoundError) as err:
+    except (ValueError, FileNotFoundError, ImportError) as err:
         raise app.UsageError(str(err)) from None
     print(json.dumps(trainer.evaluate()))
     if FLAGS.export_dir:

@@ -24,7 +24,7 @@ from core.export_formats import FORMATS
 
 FLAGS = flags.FlagValues()
 USES_TENSORFLOW = True  # the CLI imports it first, quietly
-flags.DEFINE_string("export_dir", None, "Exported SavedModel dir (what amoeba train --export_dir wrote).",
+flags.DEFINE_string("export_dir", None, "Export dir (what amoeba train, evaluate or promote --export_dir wrote).",
                     flag_values=FLAGS)
 flags.DEFINE_string("model", None, "Deprecated: --export_dir.", flag_values=FLAGS)
 flags.DEFINE_enum("export_format", "saved_model", list(FORMATS), "Which exported file classifies.", flag_values=FLAGS)

@@ -72,3 +72,12 @@ def check_runtimes(formats: Sequence[str]) -> None:
 
 EXPORT_FORMAT_HELP = ("Formats --export_dir writes, each checked against the Keras model on evaluation images "
                       "(parity.json): " + "; ".join(f"{name}: {fmt.help}" for name, fmt in FORMATS.items()) + ".")
+
+
+def check_precision(formats: Sequence[str], precision: str) -> None:
+    """ValueError when a converted format is asked of a model that computes in 16 bits (TensorFlow's
+    TFLite converter and tf2onnx take float32 graphs only: a bfloat16 Conv2D does not convert)."""
+    converted = [fmt for fmt in formats if fmt != "saved_model"]
+    if converted and precision != "float32":
+        raise ValueError(f"export_format {', '.join(converted)}: needs a model trained with precision float32, "
+                         f"not {precision} (the converters take float32 graphs only); export saved_model")

@@ -196,6 +196,8 @@ class ProxyConfig:
         if self.latency_runtime not in LATENCY_RUNTIMES:
             raise ValueError(f"proxy latency_runtime: unknown {self.latency_runtime!r}; known: {list(LATENCY_RUNTIMES)}")
         if self.latency_runtime == "tflite":
+            if self.precision != "float32":
+                raise ValueError(f"proxy latency_runtime: tflite converts float32 networks only, not {self.precision}")
             try:
                 check_runtimes(["tflite"])  # a config error before any trial, not a failure of each
             except ImportError as err:

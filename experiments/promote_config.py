@@ -16,7 +16,7 @@ from experiments.mlflow_log import check_mlflow
 from experiments.search_config import SearchConfig
 from experiments.settings import FREE, as_json
 from core import storage
-from core.export_formats import EXPORT_FORMAT_HELP, check_formats
+from core.export_formats import EXPORT_FORMAT_HELP, check_formats, check_precision
 from core.train_config import TrainConfig
 
 # The recipe's settings that change how the models run, not what is trained: free on a rerun
@@ -107,6 +107,8 @@ class PromoteConfig:
             if any(not 0 < v <= 1 for v in targets):
                 raise ValueError(f"{name}: accuracies in (0, 1], got {list(targets)}")
         check_formats(self.export_format)
+        if self.export_dir:
+            check_precision(self.export_format, self.recipe.get("precision", "float32"))
         check_mlflow(self.mlflow_tracking_uri)
         if self.export_choice not in EXPORT_CHOICES:
             raise ValueError(f"export_choice: one of {list(EXPORT_CHOICES)}, got {self.export_choice!r}")

@@ -95,3 +95,17 @@ def test_an_unknown_format_on_the_command_line_is_a_usage_error_naming_the_choic
                          "--export_format=saved_model,tf_lite", check=False)
     assert result.returncode != 0 and "export_format: choose among saved_model, tflite" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_converted_formats_of_a_16_bit_model_are_refused_before_training():
+    """A bfloat16 airbench94 does not convert (TFLite: 'tf.Conv2D op is neither a custom op nor a flex op')."""
+    from core.export_formats import check_precision
+    from core.proxy_config import ProxyConfig
+
+    check_precision(["saved_model"], "bfloat16")  # the SavedModel keeps 16-bit compute
+    check_precision(["tflite", "onnx"], "float32")
+    with pytest.raises(ValueError, match="export_format tflite, onnx: needs a model trained with precision float32, "
+                                         "not bfloat16"):
+        check_precision(["saved_model", "tflite", "onnx"], "bfloat16")
+    with pytest.raises(ValueError, match="proxy latency_runtime: tflite converts float32 networks only"):
+        ProxyConfig(latency_runtime="tflite", precision="mixed_float16")

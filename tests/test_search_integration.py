@@ -29,12 +29,9 @@ TINY_SEARCH = ["--space=nasnet", "--max_concurrent=1", "--population_size=3", "-
 @pytest.mark.integration
 def test_a_search_of_prepared_jpegs_through_ray_tune_with_rungs_then_resume(cifar_mini, tmp_path, shared_ray,
                                                                            gcs_emulator, monkeypatch):
-    """The README's path for your own photos: amoeba prepare (the fixture), then amoeba search --data
-    at 16 px with rungs, two trials at once, seeded, uploading to GCS and logging to MLflow; then
-    resumed."""
+    """amoeba prepare (the fixture), then amoeba search --data at 16 px with rungs, two trials at once,
+    seeded, uploading to GCS and logging to MLflow; then resumed."""
     from core import storage
-    from tests.test_mlflow import logged_runs
-
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # mlflow-skinny has no database store
     tracking = f"file://{tmp_path / 'mlruns'}"
 
@@ -79,10 +76,8 @@ def test_a_search_of_prepared_jpegs_through_ray_tune_with_rungs_then_resume(cifa
     # Same output dir, larger budget: resumes and runs only the new trial.
     result = amoeba_here("search", f"--output_dir={out}", "--max_trials=6", *tiny, f"--mlflow_tracking_uri={tracking}")
     assert "6 trials done" in result.stdout
-    runs = logged_runs(tracking, "search")  # each trial once, resumed or not; its choices and metrics
-    assert sorted(runs) == [f"trial_{i}" for i in range(6)] and "could not log to MLflow" not in result.stdout
-    assert runs["trial_0"]["metrics"]["val_accuracy"] == table.val_accuracy[0]
-    assert sorted(os.listdir(os.path.join(out, "hparams"))) == [f"trial_{i}" for i in range(6)]
+    assert "could not log to MLflow" not in result.stdout
+    _each_trial_logged_once(tracking, out, table.val_accuracy[0], trials=6)
     assert "resumed" in result.stderr and "5 trials done, 0 to re-issue" in result.stderr  # log.info reaches users
     assert len(pd.read_csv(os.path.join(out, "results.csv"))) == 6
     assert "6/6 done (0 failed)" in amoeba_here("results", out).stdout
@@ -91,6 +86,16 @@ def test_a_search_of_prepared_jpegs_through_ray_tune_with_rungs_then_resume(cifa
     result = amoeba_here("search", f"--output_dir={out}", "--max_trials=8", *tiny, "--epochs=2", check=False)
     assert result.returncode != 0 and "proxy epochs: 1 before, 2 now" in result.stderr
     assert len(resume(os.path.join(out, "journal.jsonl"), read_only=True).trials) == 6
+
+
+def _each_trial_logged_once(tracking: str, out: str, first_accuracy: float, trials: int) -> None:
+    """MLflow and TensorBoard's HParams hold each trial once, resumed or not, with its metrics."""
+    from tests.test_mlflow import logged_runs
+
+    runs = logged_runs(tracking, os.path.basename(out))
+    assert sorted(runs) == [f"trial_{i}" for i in range(trials)]
+    assert runs["trial_0"]["metrics"]["val_accuracy"] == first_accuracy
+    assert sorted(os.listdir(os.path.join(out, "hparams"))) == [f"trial_{i}" for i in range(trials)]
 
 
 @pytest.mark.integration

@@ -25,6 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from core import storage
+from core.export_formats import check_precision
 from core.proxy_config import PRECISIONS
 from core.train_config import EVAL_HISTORY, PROGRESS, TrainConfig, config_from_saved
 from trainer.batch_norm import set_batch_norm
@@ -199,6 +200,7 @@ class Trainer:
     def export(self, export_dir: str, formats: Sequence[str] = ("saved_model",)) -> dict[str, dict]:
         """The model (its averaged weights with ema_decay) in `formats` for serving (trainer/export.py),
         each checked against it on the first PARITY_IMAGES evaluation images; their parity.json."""
+        check_precision(formats, self.config.precision)  # evaluate's model dir, or any caller
         with self.averaged_weights():
             return export_model(self.model, export_dir, self.config.image_size, self.info.labels,
                                 self.config.center_crop, images=self.evaluation_images(PARITY_IMAGES), formats=formats)

@@ -14,7 +14,7 @@ SUMMARY = "train a model (a searched cell, AmoebaNet, ResNet) fully on a data di
 
 from absl import app, flags
 
-from core.export_formats import check_runtimes
+from core.export_formats import check_precision, check_runtimes
 from experiments.export_flags import define_export_format, exported_lines
 from experiments.recipe_flags import define_recipe_flags, recipe_from_flags
 from core.train_config import TrainConfig, genotype_model
@@ -65,6 +65,7 @@ def main(args: list[str]) -> None:
     try:
         if FLAGS.export_dir:
             check_runtimes(FLAGS.export_format)  # before training, not after
+            check_precision(FLAGS.export_format, config.precision)
         trainer = Trainer(config)
         trainer.restore()  # a checkpoint of another model, or other labels, fails here, at once
     except (ValueError, FileNotFoundError, ImportError) as err:

@@ -26,6 +26,7 @@ METRICS = ("val_accuracy", "best_val_accuracy", "seconds_to_target", "params", "
 PROMOTE_METRICS = ("top1", "top1_low", "top1_high", "top5", "params", "multiply_adds", "images_per_sec",
                    "wall_seconds", "search_val_accuracy")
 HParam = bool | int | float | str
+_written: dict[str, dict[int, str]] = {}  # hparams dir -> {trial id: told_at of the session written}
 
 
 def genotype_hparams(data: Any, vocabulary: Iterable[str] = ()) -> dict[str, HParam]:
@@ -71,34 +72,50 @@ def _session(run_dir: str, hparams: Mapping[str, HParam], metrics: Mapping[str, 
     writer.close()
 
 
-def _numbers(metrics: Mapping[str, Any], names: Iterable[str]) -> dict[str, float]:
-    return {name: float(metrics[name]) for name in names
-            if isinstance(metrics.get(name), (int, float)) and not isinstance(metrics.get(name), bool)
-            and math.isfinite(metrics[name])}
+def finite_numbers(values: Mapping[str, Any], names: Iterable[str]) -> dict[str, float]:
+    """The values of `names` that are finite numbers (not bools), as floats."""
+    return {name: float(values[name]) for name in names
+            if isinstance(values.get(name), (int, float)) and not isinstance(values.get(name), bool)
+            and math.isfinite(values[name])}
+
+
+def trial_record(algorithm: SearchAlgorithm, trial_id: int) -> tuple[dict[str, HParam], dict[str, float]]:
+    """A finished trial's choices (its genotype's fields, its mutation and parent, -1 for none) and
+    its metrics and costs: what HParams and MLflow record of it."""
+    trial, outcome = algorithm.trials[trial_id], algorithm.outcomes[trial_id]
+    genotype = trial.genotype.to_json() if hasattr(trial.genotype, "to_json") else trial.genotype
+    choices = {**genotype_hparams(genotype, tuple(getattr(algorithm.space, "ops", ()) or ())),
+               "mutation": trial.mutation or "", "parent_id": -1 if trial.parent_id is None else trial.parent_id}
+    return choices, finite_numbers(outcome.metrics, dict.fromkeys((*METRICS, algorithm.objective)))
+
+
+def model_record(row: Mapping[str, Any]) -> tuple[dict[str, HParam], dict[str, float]]:
+    """A promoted model's (a comparison.csv row's) choices and metrics: what HParams and MLflow record."""
+    choices = {key: row[key] for key in ("name", "kind", "model", "status", "filters", "search_rank", "search_dir")
+               if isinstance(row.get(key), (bool, int, float, str))
+               and not (isinstance(row.get(key), float) and math.isnan(row[key]))}
+    targets = [key for key in row if re.match(r"time_to_top[15]_", str(key))]
+    return choices, finite_numbers(row, (*PROMOTE_METRICS, *targets))
 
 
 def write_search_hparams(algorithm: SearchAlgorithm, output_dir: str) -> int:
     """A run for each trial with a final result and no run yet; how many were written."""
     root = os.path.join(output_dir, HPARAMS_DIR)
-    vocabulary = tuple(getattr(algorithm.space, "ops", ()) or ())
-    objective = algorithm.objective
+    known = _written.setdefault(os.path.abspath(root), {})  # the markers read once a process, not every result
     written = 0
     for trial_id, outcome in sorted(algorithm.outcomes.items()):
         run_dir, told = os.path.join(root, f"trial_{trial_id}"), repr(outcome.told_at)
         marker = os.path.join(run_dir, TOLD_FILE)
-        if os.path.exists(run_dir):
-            if not os.path.exists(marker) or open(marker).read() == told:
-                continue
-            shutil.rmtree(run_dir)  # told again (--retry_failed re-ran it): its new result replaces the old
-        trial = algorithm.trials[trial_id]
-        choices = genotype_hparams(trial.genotype.to_json() if hasattr(trial.genotype, "to_json")
-                                   else trial.genotype, vocabulary)
-        hparams = {**choices, "mutation": trial.mutation or "", "parent_id": -1 if trial.parent_id is None
-                   else trial.parent_id, "status": outcome.status}
-        names = METRICS + ((objective,) if objective and objective not in METRICS else ())
-        _session(run_dir, hparams, _numbers(outcome.metrics, names))
+        if trial_id not in known and os.path.exists(run_dir):
+            known[trial_id] = open(marker).read() if os.path.exists(marker) else told  # no marker: kept as it is
+        if known.get(trial_id) == told:
+            continue
+        shutil.rmtree(run_dir, ignore_errors=True)  # told again (--retry_failed re-ran it): the new result wins
+        choices, metrics = trial_record(algorithm, trial_id)
+        _session(run_dir, {**choices, "status": outcome.status}, metrics)
         with open(marker, "w") as f:
             f.write(told)
+        known[trial_id] = told
         written += 1
     return written
 
@@ -109,9 +126,4 @@ def write_promote_hparams(output_dir: str, rows: Iterable[Mapping[str, Any]]) ->
     root = os.path.join(output_dir, HPARAMS_DIR)
     shutil.rmtree(root, ignore_errors=True)
     for row in rows:
-        hparams = {key: row[key] for key in ("name", "kind", "model", "status", "filters", "search_rank")
-                   if isinstance(row.get(key), (bool, int, float, str))
-                   and not (isinstance(row.get(key), float) and math.isnan(row[key]))}
-        targets = [key for key in row if re.match(r"time_to_top[15]_", str(key))]
-        metrics = _numbers(row, (*PROMOTE_METRICS, *targets))
-        _session(os.path.join(root, re.sub(r"[^\w.@-]", "_", str(row.get("name")))), hparams, metrics)
+        _session(os.path.join(root, re.sub(r"[^\w.@-]", "_", str(row.get("name")))), *model_record(row))

@@ -14,13 +14,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
 import os
 from typing import Any, Iterable, Mapping
 
 from core.optional import require_module
 from evolution import SearchAlgorithm
-from experiments.hparams import METRICS, PROMOTE_METRICS, genotype_hparams
+from experiments.hparams import model_record, trial_record
 
 log = logging.getLogger(__name__)
 INSTALL = "pip install 'amoeba-nas[mlflow]' (or: pip install mlflow-skinny)"
@@ -77,11 +76,6 @@ def _params(values: Mapping[str, Any]) -> dict[str, str]:
     return {key[:250]: str(value)[:6000] for key, value in values.items()}
 
 
-def _metrics(values: Mapping[str, Any], names: Iterable[str]) -> dict[str, float]:
-    return {name: float(values[name]) for name in names if isinstance(values.get(name), (int, float))
-            and not isinstance(values.get(name), bool) and math.isfinite(values[name])}
-
-
 def _log_run(client: Any, experiment_id: str, name: str, tags: dict[str, str], params: Mapping[str, Any],
              metrics: Mapping[str, float]) -> str:
     from mlflow.entities import Metric, Param
@@ -101,20 +95,16 @@ def log_search_trials(algorithm: SearchAlgorithm, output_dir: str, uri: str) -> 
             return 0
         client, experiment_id = _client_and_experiment(uri, output_dir)
         done = _already(client, experiment_id, uri, TRIAL_TAG, TOLD_TAG)
-        vocabulary = tuple(getattr(algorithm.space, "ops", ()) or ())
         logged = 0
         for trial_id, outcome in sorted(algorithm.outcomes.items()):
             if done.get(str(trial_id)) == repr(outcome.told_at):
                 continue
-            trial = algorithm.trials[trial_id]
-            genotype = trial.genotype.to_json() if hasattr(trial.genotype, "to_json") else trial.genotype
-            params = {**genotype_hparams(genotype, vocabulary), "mutation": trial.mutation or "",
-                      "parent_id": "" if trial.parent_id is None else trial.parent_id}
+            genotype = algorithm.trials[trial_id].genotype
+            genotype = genotype.to_json() if hasattr(genotype, "to_json") else genotype
             tags = {TOLD_TAG: repr(outcome.told_at), "amoeba.status": outcome.status}
             if outcome.error:
                 tags["amoeba.error"] = str(outcome.error)[:5000]
-            run_id = _log_run(client, experiment_id, f"trial_{trial_id}", tags, params,
-                              _metrics(outcome.metrics, (*METRICS, algorithm.objective)))
+            run_id = _log_run(client, experiment_id, f"trial_{trial_id}", tags, *trial_record(algorithm, trial_id))
             client.log_text(run_id, json.dumps(genotype, indent=1, sort_keys=True), "genotype.json")
             client.set_tag(run_id, TRIAL_TAG, str(trial_id))  # last: the run is whole
             client.set_terminated(run_id, "FINISHED" if outcome.status != "failed" else "FAILED")
@@ -139,10 +129,7 @@ def log_promoted_models(output_dir: str, uri: str, rows: Iterable[Mapping[str, A
             name = str(row.get("name"))
             if name in done:
                 continue
-            params = {k: row[k] for k in ("kind", "model", "status", "filters", "search_rank", "search_dir")
-                      if row.get(k) is not None and not (isinstance(row[k], float) and math.isnan(row[k]))}
-            targets = [k for k in row if str(k).startswith("time_to_top")]
-            run_id = _log_run(client, experiment_id, name, {}, params, _metrics(row, (*PROMOTE_METRICS, *targets)))
+            run_id = _log_run(client, experiment_id, name, {}, *model_record(row))
             client.set_tag(run_id, MODEL_TAG, name)  # last: the run is whole
             client.set_terminated(run_id, "FINISHED" if row.get("status") == "ok" else "FAILED")
             done[name] = run_id

@@ -78,7 +78,8 @@ def test_promoted_models_are_logged_once_and_the_exported_files_beside_the_expor
     runs = logged_runs(tracking, "promote")
     assert sorted(runs) == ["resnet20", "s-trial4"]
     assert runs["s-trial4"]["metrics"] == {"top1": 0.9, "params": 1000.0, "time_to_top1_0.9_s": 1500.0}
-    assert runs["s-trial4"]["params"] == {"kind": "searched", "model": "convnet", "status": "ok", "search_rank": "1"}
+    assert runs["s-trial4"]["params"] == {"name": "s-trial4", "kind": "searched", "model": "convnet", "status": "ok",
+                                         "search_rank": "1"}
     from mlflow import MlflowClient
 
     files = [f.path for f in MlflowClient(tracking_uri=tracking).list_artifacts(runs["s-trial4"]["id"],

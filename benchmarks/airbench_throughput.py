@@ -1,15 +1,20 @@
-"""Training images/s of airbench94's network (trainer/airbench.py) at width 1 on this CPU, GELU
-against ReLU (issue 35: on a CPU the activation alone moves the time by about 40%).
+"""Training and evaluation images/s of airbench94's network (the convnet space's airbench94) on this
+CPU, with other activations and stage widths: what a hardware-aware search of the activation and
+the widths trades against accuracy (issue 35).
 
-Each measurement is a fresh child process: Keras compile + fit at batch 512 on random 32x32x3
-images held in memory, SGD with momentum, one untimed step (the trace) then `--steps` steps, each
-timed by a callback (the figure: batch / the median step; fit's own start and end are left out).
-Rounds alternate the order (GELU first, then ReLU first) so drift hits both alike; the figure is
-the median over rounds. Images per CPU-second (the process's user + system time, all its threads)
-is reported beside images/s: on a shared machine it moves less with what else runs. The CPU's
-AVX-512 flags (from /proc/cpuinfo) are reported too. This script must not write anything: it prints a line per measurement and one JSON line at the end.
+A variant is `ACTIVATION` or `ACTIVATION:W1/W2/W3` (the three stages' widths; airbench94 is
+gelu:64/256/256). Each measurement is a fresh child process: Keras compile + fit at `--batch` on
+random 32x32x3 images held in memory, Nesterov SGD, one untimed step (the trace) then `--steps`
+steps, each timed by a callback (the figure: batch / the median step; fit's own start and end are
+left out); then a traced forward pass at `--eval_batch`, timed over 2 calls (evaluation counts in
+a race's time to a target: 6-view TTA is 6 forward passes an image). Rounds alternate the order so
+drift hits all alike; the figure is the median over rounds. Images per CPU-second (the process's
+user + system time) is reported beside images/s: on a shared machine it moves less with what else
+runs. The CPU's AVX-512 flags are reported too. This script must not write anything: it prints a
+line per measurement and one JSON line at the end.
 
-Run: .venv/bin/python benchmarks/airbench_throughput.py [--rounds=1 --steps=4 --batch=512]  (1 min a round on 2 CPUs)
+Run: .venv/bin/python benchmarks/airbench_throughput.py [--variants=gelu,relu --rounds=1 --steps=4 --batch=512]
+  (about 30 s a variant a round on 2 CPUs)
 """
 
 from __future__ import annotations
@@ -21,9 +26,9 @@ import re
 import statistics
 import subprocess
 import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODELS = {"gelu": "airbench94", "relu": "airbench94_relu"}
 
 
 def cpu_flags() -> list[str]:
@@ -35,11 +40,25 @@ def cpu_flags() -> list[str]:
     return sorted(set(re.findall(r"\bavx512[a-z0-9_]*", text)))
 
 
+def variant_genotype(variant: str):
+    """airbench94's convnet genotype with the activation and widths `variant` names."""
+    from dataclasses import replace
+
+    from searchspace.convnet import AIRBENCH94
+
+    activation, _, widths = variant.partition(":")
+    genotype = replace(AIRBENCH94, activation=activation)
+    if widths:
+        sizes = [int(w) for w in widths.split("/")]
+        if len(sizes) != len(AIRBENCH94.stages):
+            raise ValueError(f"{variant}: {len(AIRBENCH94.stages)} widths, W1/W2/W3")
+        genotype = replace(genotype, stages=tuple(replace(s, width=w) for s, w in zip(AIRBENCH94.stages, sizes)))
+    return genotype
+
+
 def step_timer():
     """A Keras callback that keeps each step's wall and CPU seconds (the process's, all its threads)
     in its `wall` and `cpu` lists."""
-    import time
-
     import keras
 
     class StepTimer(keras.callbacks.Callback):
@@ -58,62 +77,79 @@ def step_timer():
     return StepTimer()
 
 
-def child(activation: str, steps: int, batch: int) -> dict:
+def child(variant: str, steps: int, batch: int, eval_batch: int) -> dict:
     import keras
     import numpy as np
     import tensorflow as tf
 
-    from trainer.models import ModelSpec, build_model, model_report
+    from trainer.convnet import build_convnet
+    from trainer.models import model_report
 
-    model = build_model(ModelSpec(MODELS[activation], 10, 32))
+    model = build_convnet(variant_genotype(variant), (32, 32, 3), 10)
     rng = np.random.default_rng(0)
-    x = rng.uniform(-1, 1, (batch * 2, 32, 32, 3)).astype("float32")
-    y = rng.integers(0, 10, batch * 2)
-    data = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch, drop_remainder=True).repeat().prefetch(2)
-    model.compile(keras.optimizers.SGD(0.05, momentum=0.85),
+    x = rng.uniform(-1, 1, (batch, 32, 32, 3)).astype("float32")
+    y = rng.integers(0, 10, batch)
+    data = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch).repeat()
+    model.compile(keras.optimizers.SGD(0.05, momentum=0.85, nesterov=True),
                   keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     times = step_timer()
     model.fit(data, epochs=1, steps_per_epoch=steps + 1, verbose=0, callbacks=[times])
     wall, cpu = statistics.median(times.wall[1:]), statistics.median(times.cpu[1:])  # the first traces
-    return {"activation": activation, **model_report(model), "images_per_sec": round(batch / wall, 1),
-            "images_per_cpu_sec": round(batch / cpu, 1)}
+    forward = tf.function(lambda images: model(images, training=False))
+    images = tf.constant(rng.uniform(-1, 1, (eval_batch, 32, 32, 3)).astype("float32"))
+    forward(images)
+    start = time.perf_counter()
+    for _ in range(2):
+        forward(images).numpy()
+    eval_rate = 2 * eval_batch / (time.perf_counter() - start)
+    return {"variant": variant, **model_report(model), "images_per_sec": round(batch / wall, 1),
+            "images_per_cpu_sec": round(batch / cpu, 1), "eval_images_per_sec": round(eval_rate, 1)}
 
 
-def measure(activation: str, steps: int, batch: int) -> dict:
+def measure(variant: str, args: argparse.Namespace) -> dict:
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": ROOT}
-    out = subprocess.run([sys.executable, __file__, "--child", activation, f"--steps={steps}", f"--batch={batch}"],
-                         env=env, check=True, capture_output=True, text=True).stdout
+    command = [sys.executable, __file__, "--child", variant, f"--steps={args.steps}", f"--batch={args.batch}",
+               f"--eval_batch={args.eval_batch}"]
+    out = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--variants", default="gelu,relu", help="ACTIVATION[:W1/W2/W3], comma-separated; the "
+                        "first is the one the others are compared with")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--batch", type=int, default=512)
+    parser.add_argument("--eval_batch", type=int, default=1000)
     parser.add_argument("--child")
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.steps, args.batch)))
+        print(json.dumps(child(args.child, args.steps, args.batch, args.eval_batch)))
         return
-    seen: dict[str, list[float]] = {name: [] for name in MODELS}
-    per_cpu: dict[str, list[float]] = {name: [] for name in MODELS}
-    size = {}
+    variants = args.variants.split(",")
+    for variant in variants:
+        variant_genotype(variant)  # a bad variant fails before any measurement
+    rows: dict[str, list[dict]] = {v: [] for v in variants}
     for r in range(args.rounds):
-        for activation in (MODELS if r % 2 == 0 else reversed(MODELS)):
-            row = measure(activation, args.steps, args.batch)
-            seen[activation].append(row["images_per_sec"])
-            per_cpu[activation].append(row["images_per_cpu_sec"])
-            size = {k: row[k] for k in ("params", "multiply_adds")}
-            print(f"round {r + 1} {activation}: {row['images_per_sec']:.1f} images/s, "
-                  f"{row['images_per_cpu_sec']:.1f} per CPU-second", flush=True)
-    rates = {name: statistics.median(values) for name, values in seen.items()}
-    cpu_rates = {name: statistics.median(values) for name, values in per_cpu.items()}
-    print(json.dumps({"benchmark": "airbench_throughput", "batch": args.batch, "steps": args.steps,
-                      "rounds": args.rounds, "cpus": os.cpu_count(), "avx512": cpu_flags(), **size,
-                      "images_per_sec": rates, "relu_over_gelu": round(rates["relu"] / rates["gelu"], 3),
-                      "images_per_cpu_sec": cpu_rates,
-                      "relu_over_gelu_cpu": round(cpu_rates["relu"] / cpu_rates["gelu"], 3)}))
+        for variant in (variants if r % 2 == 0 else reversed(variants)):
+            row = measure(variant, args)
+            rows[variant].append(row)
+            print(f"round {r + 1} {variant}: {row['images_per_sec']:.1f} images/s training, "
+                  f"{row['images_per_cpu_sec']:.1f} per CPU-second, {row['eval_images_per_sec']:.1f} evaluating",
+                  flush=True)
+    summary = {}
+    for variant, measured in rows.items():
+        summary[variant] = {"params": measured[0]["params"], "multiply_adds": measured[0]["multiply_adds"],
+                            **{k: statistics.median(m[k] for m in measured)
+                               for k in ("images_per_sec", "images_per_cpu_sec", "eval_images_per_sec")}}
+    first = summary[variants[0]]
+    for values in summary.values():
+        values["training_speedup"] = round(values["images_per_sec"] / first["images_per_sec"], 3)
+        values["eval_speedup"] = round(values["eval_images_per_sec"] / first["eval_images_per_sec"], 3)
+    print(json.dumps({"benchmark": "airbench_throughput", "batch": args.batch, "eval_batch": args.eval_batch,
+                      "steps": args.steps, "rounds": args.rounds, "cpus": os.cpu_count(), "avx512": cpu_flags(),
+                      "variants": summary}))
 
 
 if __name__ == "__main__":

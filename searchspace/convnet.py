@@ -22,11 +22,14 @@ ones by one step); the key is canonical. Pure Python: no TensorFlow, Ray or glob
 
 from __future__ import annotations
 
+import logging
 import random
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from searchspace.mutations import check_mutations, mutations_config
+
+log = logging.getLogger(__name__)
 
 SPACE_NAME = "convnet"
 STEMS = ("conv3x3", "whiten2x2")
@@ -246,6 +249,10 @@ class ConvNetSpace:
                 raise ValueError(f"{name}: increasing, got {list(values)}")
         _whole(self.max_convs, "max_convs", 0)
         object.__setattr__(self, "mutations", check_mutations(self.mutations, MUTATIONS))
+        if not any(self.applies(m) for m in self.mutations):
+            raise ValueError(f"mutations: none of {list(self.mutations)} can change a network of this space "
+                             "(each needs two or more options in it; stem_width needs the conv3x3 stem, convs "
+                             "max_convs of 1 or more)")
         if not 0.0 <= self.identity_prob <= 1.0:
             raise ValueError(f"identity_prob: in [0, 1], got {self.identity_prob}")
 
@@ -282,12 +289,21 @@ class ConvNetSpace:
         those that apply (stem_width with a conv3x3 stem; a choice the space offers two or more of)."""
         if rng.random() < self.identity_prob:
             return parent, "identity"
-        usable = [m for m in self.mutations if (m not in MUTATION_OPTIONS or len(getattr(self, MUTATION_OPTIONS[m])) > 1)
-                  and (m != "stem_width" or parent.stem == "conv3x3")
-                  and (m != "convs" or self.max_convs > 0)]
+        usable = [m for m in self.mutations if self.applies(m, parent)]
         if not usable:
+            log.warning("%s: none of the mutations %s applies to it; its child is the same network",
+                        parent.key(), list(self.mutations))
             return parent, "identity"
         return MUTATIONS[rng.choice(usable)](self, parent, rng)
+
+    def applies(self, mutation: str, parent: ConvNetGenotype | None = None) -> bool:
+        """Whether `mutation` can change `parent` (None: some network of this space): a choice the space
+        offers two or more of; stem_width with a conv3x3 stem; convs with max_convs of 1 or more."""
+        if mutation in MUTATION_OPTIONS and len(getattr(self, MUTATION_OPTIONS[mutation])) < 2:
+            return False
+        if mutation == "stem_width":
+            return parent.stem == "conv3x3" if parent is not None else "conv3x3" in self.stems
+        return mutation != "convs" or self.max_convs > 0
 
 
 def convnet_space(image_size: int, mutations: tuple[str, ...] = ()) -> ConvNetSpace:

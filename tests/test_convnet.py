@@ -2,6 +2,7 @@
 which hold airbench94 and ResNet-9 exactly, and the search, train and promote paths that take them."""
 
 import collections
+import dataclasses
 import json
 import random
 
@@ -69,6 +70,17 @@ def test_a_space_with_some_mutations_changes_only_those_and_keeps_them_in_its_co
     assert "mutations" not in convnet_space(32).to_config()  # journals of the default stay as they were
     with pytest.raises(ValueError, match="mutations: unknown 'op'"):
         convnet_space(32, ("op",))
+
+
+def test_mutations_that_cannot_change_a_network_are_a_config_error_or_a_warning(caplog):
+    with pytest.raises(ValueError, match=r"mutations: none of \['activation'\] can change"):
+        ConvNetSpace(activations=("relu",), mutations=("activation",))
+    with pytest.raises(ValueError, match=r"none of \['stem_width'\]"):
+        ConvNetSpace(stems=("whiten2x2",), mutations=("stem_width",))
+    space = dataclasses.replace(convnet_space(32, ("stem_width",)), identity_prob=0.0)
+    with caplog.at_level("WARNING", logger="searchspace.convnet"):  # applies to a conv3x3 stem only
+        assert space.mutate(AIRBENCH94, random.Random(1)) == (AIRBENCH94, "identity")
+    assert "none of the mutations ['stem_width'] applies" in caplog.text
 
 
 def test_the_space_for_small_images_takes_fewer_stages():

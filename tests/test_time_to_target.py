@@ -20,23 +20,29 @@ class Clock:
         return self.now
 
 
-def race(monkeypatch, step_s: float, eval_s: float, accuracies: list[float]) -> dict:
+def race(monkeypatch, step_s: float, eval_s: float, accuracies: list[float], proxy: ProxyConfig = PROXY,
+         trace_s: float = 0.0) -> dict:
     """A candidate evaluated after each step (the k-th evaluation scoring accuracies[k]), each step
-    `step_s` and each evaluation `eval_s` long, until the loop stops it: its target metrics."""
+    `step_s` and each evaluation `eval_s` long (the first of each `trace_s` longer), until the loop
+    stops it: its target metrics."""
     clock = Clock()
     monkeypatch.setattr(candidate_loop, "time", clock)
     run = ProxyTraining.__new__(ProxyTraining)  # the loop's state without a network
-    run.proxy, run.eval_steps, run.t_train, run.eval_seconds = PROXY, 1, 0.0, 0.0
+    run.proxy, run.eval_steps, run.t_train, run.eval_seconds, run.eval_times = proxy, 1, 0.0, 0.0, []
     run.curve, run.reached_s, run.last_evaluation, run.evaluated_steps = [], None, None, -1
+    run.first_step_seconds, run.step_seconds = step_s + trace_s, []
     scores = iter(accuracies)
 
     def evaluate() -> dict:
-        clock.now += eval_s
-        return {"val_accuracy": next(scores), "val_loss": 1.0, "latency_ms_batch": 1.0, "eval_seconds": eval_s}
+        took = eval_s + (trace_s if not run.eval_times else 0.0)
+        clock.now += took
+        return {"val_accuracy": next(scores), "val_loss": 1.0, "latency_ms_batch": 1.0, "eval_seconds": took}
 
     run.evaluate = evaluate
     for step in range(1, len(accuracies) + 1):
-        clock.now += step_s
+        clock.now += step_s + (trace_s if step == 1 else 0.0)
+        if step > 1:
+            run.step_seconds.append(step_s)
         if run._target_check(step):
             break
     return run.target_metrics()
@@ -88,3 +94,16 @@ def test_the_clock_starts_once_the_training_pipeline_is_built_as_promotes_does(m
     run._train_epoch = an_epoch_of_2_s
     assert run.train_rung(0, 0) == (4, 0.5, 2.0) and run.t_train == 5.0
     assert run._seconds_with_evaluations() == 2.0
+
+
+def test_the_steady_clock_counts_steps_and_evaluations_at_their_median_leaving_out_the_traces(monkeypatch):
+    wall, steady = (ProxyConfig(target_accuracy=0.7, target_seconds=30, target_clock=clock)
+                    for clock in ("training_and_evaluations", "steady"))
+    # 3 steps of 2 s and 3 evaluations of 1 s, the first step and the first evaluation 5 s longer
+    assert race(monkeypatch, 2.0, 1.0, [0.5, 0.6, 0.71], wall, trace_s=5.0)["time_to_target_s"] == 19.0
+    assert race(monkeypatch, 2.0, 1.0, [0.5, 0.6, 0.71], steady, trace_s=5.0)["time_to_target_s"] == 9.0
+    # a net whose steps cost less ranks first on the steady clock, whatever its trace cost
+    slower = race(monkeypatch, 2.5, 1.0, [0.5, 0.6, 0.71], steady)
+    assert slower["seconds_to_target"] == 10.5 > 9.0
+    with pytest.raises(ValueError, match="target_clock: 'training_only' is not one of"):
+        ProxyConfig(target_accuracy=0.7, target_seconds=60, target_clock="training_only")

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import statistics
 import time
 from typing import Any, Callable
 
@@ -78,6 +79,7 @@ class ProxyTraining:
         # --target_accuracy: evaluated every eval_steps; the curve is (seconds, evaluations included; accuracy)
         self.eval_steps = max(1, round(proxy.epochs_per_eval * self.steps_per_epoch))
         self.t_train, self.eval_seconds, self.stopped = 0.0, 0.0, False
+        self.eval_times: list[float] = []  # each evaluation's seconds, for the steady clock
         self.curve: list[tuple[float, float]] = []
         self.reached_s: float | None = None
         self.last_evaluation: dict[str, Any] | None = None
@@ -126,7 +128,7 @@ class ProxyTraining:
                 self.recipe.lookahead.start()
         train_ds = self._pipeline(done_epochs, done_epochs)
         t_train = self.t_train = time.perf_counter()
-        self.eval_seconds = 0.0
+        self.eval_seconds, self.eval_times = 0.0, []
         deadline = t_train + self.proxy.timeout_s if self.proxy.timeout_s else math.inf
         rung_steps, train_loss = 0, math.nan
         for epoch in range(done_epochs, self.ends[rung]):
@@ -204,6 +206,14 @@ class ProxyTraining:
             self._evaluate_on_the_way(rung_steps)
         return self.reached_s is not None or self._time_is_up()
 
+    def _clock(self, rung_steps: int) -> float:
+        """--target_accuracy's time after `rung_steps` steps and the evaluations so far: the wall
+        seconds, or with target_clock steady, the steps x their median and the evaluations x theirs."""
+        if self.proxy.target_clock != "steady":
+            return self._seconds_with_evaluations()
+        step = statistics.median(self.step_seconds) if self.step_seconds else self.first_step_seconds
+        return rung_steps * step + len(self.eval_times) * statistics.median(self.eval_times)
+
     def _time_is_up(self) -> bool:
         """Whether --target_accuracy's clock has reached the candidate's budget, target_seconds."""
         return self._seconds_with_evaluations() >= self.proxy.target_seconds
@@ -211,8 +221,9 @@ class ProxyTraining:
     def _evaluate_on_the_way(self, rung_steps: int) -> None:
         evaluation = self.evaluate()
         self.eval_seconds += evaluation["eval_seconds"]
+        self.eval_times.append(evaluation["eval_seconds"])
         self.last_evaluation, self.evaluated_steps = evaluation, rung_steps
-        at = self._seconds_with_evaluations()  # at the end of the evaluation
+        at = self._clock(rung_steps)  # at the end of the evaluation
         self.curve.append((at, evaluation["val_accuracy"]))
         if self.reached_s is None and self.proxy.reached_target(at, evaluation["val_accuracy"]):
             self.reached_s = at

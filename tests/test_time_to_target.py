@@ -28,7 +28,7 @@ def race(monkeypatch, step_s: float, eval_s: float, accuracies: list[float], pro
     clock = Clock()
     monkeypatch.setattr(candidate_loop, "time", clock)
     run = ProxyTraining.__new__(ProxyTraining)  # the loop's state without a network
-    run.proxy, run.eval_steps, run.t_train, run.eval_seconds, run.eval_times = proxy, 1, 0.0, 0.0, []
+    run.proxy, run.eval_steps, run.t_train, run.eval_times = proxy, 1, 0.0, []
     run.curve, run.reached_s, run.last_evaluation, run.evaluated_steps = [], None, None, -1
     run.first_step_seconds, run.step_seconds = step_s + trace_s, []
     scores = iter(accuracies)

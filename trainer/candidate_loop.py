@@ -78,8 +78,8 @@ class ProxyTraining:
         self.step_seconds: list[float] = []  # steady steps (the first, traced one excluded)
         # --target_accuracy: evaluated every eval_steps; the curve is (seconds, evaluations included; accuracy)
         self.eval_steps = max(1, round(proxy.epochs_per_eval * self.steps_per_epoch))
-        self.t_train, self.eval_seconds, self.stopped = 0.0, 0.0, False
-        self.eval_times: list[float] = []  # each evaluation's seconds, for the steady clock
+        self.t_train, self.stopped = 0.0, False
+        self.eval_times: list[float] = []  # each --target_accuracy evaluation's seconds in this rung
         self.curve: list[tuple[float, float]] = []
         self.reached_s: float | None = None
         self.last_evaluation: dict[str, Any] | None = None
@@ -128,7 +128,7 @@ class ProxyTraining:
                 self.recipe.lookahead.start()
         train_ds = self._pipeline(done_epochs, done_epochs)
         t_train = self.t_train = time.perf_counter()
-        self.eval_seconds, self.eval_times = 0.0, []
+        self.eval_times = []
         deadline = t_train + self.proxy.timeout_s if self.proxy.timeout_s else math.inf
         rung_steps, train_loss = 0, math.nan
         for epoch in range(done_epochs, self.ends[rung]):
@@ -157,7 +157,7 @@ class ProxyTraining:
 
     def _trained_seconds(self) -> float:
         """Seconds since the rung's training began, the evaluations of --target_accuracy excluded."""
-        return time.perf_counter() - self.t_train - self.eval_seconds
+        return time.perf_counter() - self.t_train - sum(self.eval_times)
 
     def _train_epoch(self, train_ds: tf.data.Dataset, epoch: int, rung_steps: int, deadline: float
                      ) -> tuple[float, int]:
@@ -220,7 +220,6 @@ class ProxyTraining:
 
     def _evaluate_on_the_way(self, rung_steps: int) -> None:
         evaluation = self.evaluate()
-        self.eval_seconds += evaluation["eval_seconds"]
         self.eval_times.append(evaluation["eval_seconds"])
         self.last_evaluation, self.evaluated_steps = evaluation, rung_steps
         at = self._clock(rung_steps)  # at the end of the evaluation

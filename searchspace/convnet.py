@@ -322,7 +322,9 @@ AIRBENCH94 = ConvNetGenotype("whiten2x2", 0, "gelu", (Stage(64, 1), Stage(256, 1
                              "conv_pool_bn", bn_scale=False, head_pool="max", head_divisor=9)
 RESNET9 = ConvNetGenotype("conv3x3", 64, "relu", (Stage(128, 0, 2), Stage(256, 0, 0), Stage(512, 0, 2)),
                           "conv_bn_pool", bn_scale=True, head_pool="max", head_divisor=8)
-CONVNET_REFERENCES = {"airbench94": AIRBENCH94, "resnet9": RESNET9}
+# airbench94 with ReLU: what search_cifar10_cpu_activation.cfg found (a named seed for later searches)
+AIRBENCH94_RELU = replace(AIRBENCH94, activation="relu")
+CONVNET_REFERENCES = {"airbench94": AIRBENCH94, "airbench94_relu": AIRBENCH94_RELU, "resnet9": RESNET9}
 
 
 def family_network(model: str, width_multiplier: float | None = None) -> ConvNetGenotype | None:
@@ -330,7 +332,7 @@ def family_network(model: str, width_multiplier: float | None = None) -> ConvNet
     rounds widths (max(1, round(w * width))): airbench94, airbench94_relu and resnet9; None for a
     family the space does not hold (resnet20, the cell networks)."""
     width = float(width_multiplier or 1.0)
-    base = {**CONVNET_REFERENCES, "airbench94_relu": replace(AIRBENCH94, activation="relu")}.get(model)
+    base = CONVNET_REFERENCES.get(model)
     if base is None:
         return None
 

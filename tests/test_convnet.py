@@ -94,7 +94,8 @@ def test_the_space_for_small_images_takes_fewer_stages():
     assert all(len(convnet_space(8).sample(rng).stages) == 2 for _ in range(20))
 
 
-@pytest.mark.parametrize("name, build", [("airbench94", "airbench"), ("resnet9", "resnet9")])
+@pytest.mark.parametrize("name, build", [("airbench94", "airbench"), ("airbench94_relu", "airbench_relu"),
+                                         ("resnet9", "resnet9")])
 def test_the_space_holds_airbench94_and_resnet9_exactly(name, build):
     from trainer.airbench import build_airbench
     from trainer.convnet import build_convnet
@@ -102,6 +103,7 @@ def test_the_space_holds_airbench94_and_resnet9_exactly(name, build):
     from trainer.resnet import build_resnet9
 
     published = {"airbench": lambda: build_airbench((32, 32, 3), 10),
+                 "airbench_relu": lambda: build_airbench((32, 32, 3), 10, activation="relu"),
                  "resnet9": lambda: build_resnet9((32, 32, 3), 10)}[build]()
     searched = build_convnet(CONVNET_REFERENCES[name], (32, 32, 3), 10)
     assert model_report(searched) == model_report(published)  # trainable parameters and multiply-adds

@@ -120,16 +120,20 @@ def search_summary(searches: list[SearchRun]) -> pd.DataFrame:
 
 def seed_note(table: pd.DataFrame, trial_id: int | None) -> str | None:
     """`the seed you gave (amoebanet_a, trial 0); the search found nothing better in its 59 other trials`
-    when the search's best is a seed it was given (--initial, mutation "initial"); None otherwise."""
+    when the search's best is a seed it was given (--initial, mutation "initial"), named when it is a
+    reference (a NASNet cell or a convnet); the other trials are those of other networks. None otherwise."""
     rows = table.set_index("trial_id")
     if trial_id is None or rows.mutation.get(trial_id) != "initial":
         return None
+    from searchspace import CONVNET_REFERENCES
     from searchspace.references import REFERENCES
 
     key = rows.key[trial_id]
-    name = next((n for n, g in REFERENCES.items() if g.key() == key), "a genotype of --initial")
-    others = int((rows.status != "pending").sum()) - 1
-    return f"the seed you gave ({name}, trial {trial_id}); the search found nothing better in its {others} other trials"
+    named = {**REFERENCES, **CONVNET_REFERENCES}
+    name = next((n for n, g in named.items() if g.key() == key), "a genotype of --initial")
+    others = int(((rows.status != "pending") & (rows.key != key)).sum())  # repeats of the seed are not others
+    return (f"the seed you gave ({name}, trial {trial_id}); the search found nothing better in its {others} "
+            f"other trial{'s' * (others != 1)}")
 
 
 def _promoted_seeds(table: pd.DataFrame) -> dict[str, str]:

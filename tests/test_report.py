@@ -276,6 +276,20 @@ def test_the_report_says_when_the_best_is_the_seed_the_search_was_given(tmp_path
            "nothing better in its 3 other trials. It (top-1 0.6000" in text
 
 
+def test_the_seed_note_names_a_convnet_seed_and_counts_no_repeat_of_it_as_another_trial():
+    import pandas as pd
+
+    from experiments.report import seed_note
+    from searchspace import CONVNET_REFERENCES
+
+    seed, child = CONVNET_REFERENCES["airbench94_relu"].key(), CONVNET_REFERENCES["airbench94"].key()
+    table = pd.DataFrame({"trial_id": [0, 1, 2, 3], "mutation": ["initial", "initial", "stage 0 width 64 -> 48", "x"],
+                          "key": [seed, seed, child, child], "status": ["ok", "ok", "ok", "pending"]})
+    assert seed_note(table, 0) == ("the seed you gave (airbench94_relu, trial 0); the search found nothing better "
+                                   "in its 1 other trial")
+    assert seed_note(table, 2) is None
+
+
 # ---- review of issue 34 ----
 
 def _quadratic_picks(algorithm, order):

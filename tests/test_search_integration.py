@@ -130,7 +130,8 @@ def test_config_errors_fail_at_once_without_a_journal(tmp_path):
         (["--initial=amoebanet_a", "--num_blocks=2"],
          "initial[0]: not a genotype of the nasnet space: normal cell: 5 blocks, this space's cells have 2"),
         (["--rungs=1,x"], "rungs: ['1', 'x'] are not whole numbers"),
-        (["--initial=amoebanet_z"], "initial: 'amoebanet_z': neither a reference name (airbench94, amoebanet_a, amoebanet_d, nasnet_a, resnet9)"),
+        (["--initial=amoebanet_z"], "initial: 'amoebanet_z': neither a reference name (airbench94, airbench94_relu, "
+                                    "amoebanet_a, amoebanet_d, nasnet_a, resnet9)"),
         (["--upload_to=/tmp/not-gcs"], "upload_to: must be a gs://"),
     ]:
         result = amoeba_here("search", f"--output_dir={out}", *flags, check=False)

@@ -217,8 +217,7 @@ def _race(cell: pd.Series, baselines: pd.DataFrame, name: str, what: str, measur
     misses = [b["name"] for _, b in baselines.iterrows() if not reached(b)]
     if reached(cell):
         value = float(cell[name])
-        clauses = [f"{'beats' if value < float(b[name]) else 'ties' if value == float(b[name]) else 'does not beat'} "
-                   f"{b['name']} ({shown(float(b[name]))})" for b in hits]
+        clauses = [f"{noise.time_compared(value, float(b[name]))} {b['name']} ({shown(float(b[name]))})" for b in hits]
         said = f"{lead} ({shown(value)}), {_joined(clauses)}" if clauses else f"{lead} reached it in {shown(value)}"
     else:
         others = _joined([f"{b['name']} did in {shown(float(b[name]))}" for b in hits]) if hits else ""

@@ -92,11 +92,6 @@ def time_to(row: pd.Series, target: float, histories: Mapping[str, History]) -> 
     return float(value) if value is not None and pd.notna(value) else None
 
 
-# A lead in time smaller than this fraction is within noise: airbench94, seed 0, took 1,922 and 2,082 s
-# in two races on one machine, and one net's epochs 245 to 285 s in one run (benchmarks/README.md)
-TIME_NOISE = 0.10
-
-
 def _label(row: pd.Series, seconds: float | None = None) -> str:
     """`the search's pick (NAME)` or the baseline's name; with `seconds`, the time inside the brackets."""
     took = f", {duration(seconds)}" if seconds is not None else ""
@@ -121,8 +116,8 @@ def _race(reached: list[tuple[float, str]], rows: Mapping[str, pd.Series], targe
     late, second = rest[0]
     runner = rows[second]
     said += f", {won / late:.2f}x the time of {_label(runner, late)}"
-    if won > (1 - TIME_NOISE) * late:
-        return said + (f", a lead within noise (under {TIME_NOISE:.0%} of the time: one machine's pace moves by "
+    if noise.time_compared(won, late) == "is within noise of":
+        return said + (f", a lead within noise (under {noise.TIME_NOISE:.0%} of the time: one machine's pace moves by "
                        "that much between runs of the same net)")
     if not histories.get(second):
         return said + " (no evaluation history to judge the noise by)"

@@ -39,3 +39,17 @@ def compared(a: float, n_a: int | None, b: float, n_b: int | None) -> str:
         if low_a <= high_b and low_b <= high_a:
             return "is within noise of"
     return "beats" if a > b else ("ties" if a == b else "does not beat")
+
+
+# A lead in time (or in a cost that is time x a price) smaller than this fraction is within noise:
+# airbench94, seed 0, took 1,922 and 2,082 s in two races on one machine, and one net's epochs 245 to
+# 285 s in one run (benchmarks/README.md)
+TIME_NOISE = 0.10
+
+
+def time_compared(a: float, b: float) -> str:
+    """How a time (or cost) `a` stands to `b`, lower being better: "beats", "does not beat", "ties",
+    or "is within noise of" when they differ by under TIME_NOISE of the larger."""
+    if a != b and abs(a - b) < TIME_NOISE * max(a, b):
+        return "is within noise of"
+    return "beats" if a < b else ("ties" if a == b else "does not beat")

@@ -8,6 +8,14 @@ import os
 import pytest
 
 
+def test_a_time_lead_under_a_tenth_is_within_noise_and_lower_is_better():
+    from experiments.noise import time_compared
+
+    assert time_compared(2588, 2625) == "is within noise of"  # the race of 2026-12-04: 0.99x
+    assert time_compared(1577, 1922) == "beats" and time_compared(1922, 1577) == "does not beat"  # 0.82x
+    assert time_compared(60.0, 60.0) == "ties"
+
+
 def test_wilson_intervals_match_the_textbook():
     from experiments.noise import wilson_interval
 

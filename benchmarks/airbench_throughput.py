@@ -8,8 +8,8 @@ random 32x32x3 images held in memory, Nesterov SGD, one untimed step (the trace)
 steps, each timed by a callback (the figure: batch / the median step; fit's own start and end are
 left out); then a traced forward pass at `--eval_batch`, each of `--eval_calls` calls timed (the
 figure: batch / the median call; evaluation counts in a race's time to a target: 6-view TTA is 6
-forward passes an image). Rounds alternate the order so
-drift hits all alike; the figure is the median over rounds. Images per CPU-second (the process's
+forward passes an image). Rounds alternate the order so drift hits all alike; the figure is the
+median over rounds. Images per CPU-second (the process's
 user + system time) is reported beside images/s: on a shared machine it moves less with what else
 runs. The CPU's AVX-512 flags are reported too. This script must not write anything: it prints a
 line per measurement and one JSON line at the end.
@@ -128,6 +128,8 @@ def main() -> None:
     parser.add_argument("--eval_calls", type=int, default=6, help="forward calls timed at --eval_batch (the median)")
     parser.add_argument("--child")
     args = parser.parse_args()
+    if min(args.steps, args.eval_calls, args.rounds) < 1:
+        parser.error("--steps, --eval_calls and --rounds must be 1 or more")
     if args.child:
         print(json.dumps(child(args.child, args.steps, args.batch, args.eval_batch, args.eval_calls)))
         return

@@ -120,6 +120,13 @@ def test_eval_pipeline_scales_uint8_images_like_the_records_pipeline():
     assert images.shape == (4, 4, 4, 3) and images[:3].min() == 1.0 and weights.tolist() == [1, 1, 1, 0]
 
 
+def test_the_proxy_pipelines_run_without_the_autotuner_whose_iterators_wait_to_be_deleted():
+    x, y = np.zeros((8, 4, 4, 3), np.uint8), np.zeros(8, np.int32)
+    pipelines = [eval_pipeline(x, y, 4)] + [train_pipeline(x, y, 4, seed=0, augment=augment)
+                                            for augment in (False, True, "airbench")]
+    assert [p.options().autotune.enabled for p in pipelines] == [False] * 4
+
+
 def test_digits_honour_train_images_as_a_data_dir_does():
     data = proxy_data.load_digits(ProxyConfig(train_images=300))
     assert len(data.x_train) == 300 and len(data.x_val) == 75  # the 20% of the pool held out

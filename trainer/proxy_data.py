@@ -5,11 +5,18 @@ an ArrayDataset of the training images and the validation images held out of the
 evaluation split is never read here). Images are decoded once per worker process and kept (one
 data set at a time), so a warm worker's next trial starts without decoding. This module must not
 build models or know about search.
+
+The pipelines run without tf.data's autotuner (fixed parallelism and prefetch instead): its model
+thread, once started, makes an iterator's deletion wait for the thread's next wake-up, on a period
+that doubles from 10 ms, so an evaluation of 11 s took 20.5 s and an epoch of 57 s took 82 s
+(benchmarks/README.md, "The 9 s in a proxy evaluation"). A candidate makes an iterator per
+evaluation and, with airbench's flips, per epoch.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +27,15 @@ from trainer import records
 
 log = logging.getLogger(__name__)
 SPLIT_SEED = 0
+PARALLEL_CALLS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+PREFETCH_BATCHES = 2
+
+
+def without_autotune(data: tf.data.Dataset) -> tf.data.Dataset:
+    """`data` with tf.data's autotuner off: its iterators are deleted without waiting (module docstring)."""
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return data.with_options(options)
 
 
 @dataclass(frozen=True)
@@ -159,15 +175,15 @@ def train_pipeline(x: np.ndarray, y: np.ndarray, batch_size: int, seed: int, aug
                           tf.int64)
             return records.airbench_augment(xyi[0], s, bit, tf.constant(epoch, tf.int64)), xyi[1]
 
-        data = tf.data.Dataset.zip((data, seeds)).map(airbench, num_parallel_calls=tf.data.AUTOTUNE)
+        data = tf.data.Dataset.zip((data, seeds)).map(airbench, num_parallel_calls=PARALLEL_CALLS)
     elif augment:
         data = tf.data.Dataset.zip((data, seeds)).map(
-            lambda xyi, s: (_pad_crop_flip(xyi[0], s), xyi[1]), num_parallel_calls=tf.data.AUTOTUNE)
+            lambda xyi, s: (_pad_crop_flip(xyi[0], s), xyi[1]), num_parallel_calls=PARALLEL_CALLS)
     else:
         data = data.map(lambda image, label, index: (image, label))
-    return (data.batch(batch_size, drop_remainder=True)
-            .map(lambda images, labels: (_to_float(images), labels))
-            .prefetch(tf.data.AUTOTUNE))
+    return without_autotune(data.batch(batch_size, drop_remainder=True)
+                            .map(lambda images, labels: (_to_float(images), labels))
+                            .prefetch(PREFETCH_BATCHES))
 
 
 def eval_pipeline(x: np.ndarray, y: np.ndarray, batch_size: int) -> tf.data.Dataset:
@@ -176,5 +192,5 @@ def eval_pipeline(x: np.ndarray, y: np.ndarray, batch_size: int) -> tf.data.Data
     weights = np.concatenate([np.ones(len(x), "float32"), np.zeros(pad, "float32")])
     x = np.concatenate([x, np.zeros((pad,) + x.shape[1:], x.dtype)])
     y = np.concatenate([y, np.zeros(pad, y.dtype)])
-    return (tf.data.Dataset.from_tensor_slices((x, y, weights)).batch(batch_size)
-            .map(lambda images, labels, w: (_to_float(images), labels, w)).prefetch(tf.data.AUTOTUNE))
+    return without_autotune(tf.data.Dataset.from_tensor_slices((x, y, weights)).batch(batch_size)
+                            .map(lambda images, labels, w: (_to_float(images), labels, w)).prefetch(PREFETCH_BATCHES))

@@ -8,7 +8,7 @@ build models or know about search.
 
 The pipelines run without tf.data's autotuner (fixed parallelism and prefetch instead): its model
 thread, once started, makes an iterator's deletion wait for the thread's next wake-up, on a period
-that doubles from 10 ms, so an evaluation of 11 s took 20.5 s and an epoch of 57 s took 82 s
+that doubles from 10 ms, so an evaluation of 11.5 s took 20.5 s and an epoch of 48 s up to 82 s
 (benchmarks/README.md, "The 9 s in a proxy evaluation"). A candidate makes an iterator per
 evaluation and, with airbench's flips, per epoch.
 """

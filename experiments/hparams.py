@@ -91,7 +91,8 @@ def trial_record(algorithm: SearchAlgorithm, trial_id: int) -> tuple[dict[str, H
 
 def model_record(row: Mapping[str, Any]) -> tuple[dict[str, HParam], dict[str, float]]:
     """A promoted model's (a comparison.csv row's) choices and metrics: what HParams and MLflow record."""
-    choices = {key: row[key] for key in ("name", "kind", "model", "status", "filters", "search_rank", "search_dir")
+    keys = ("name", "kind", "model", "status", "filters", "search_rank", "search_dir", "same_as")
+    choices = {key: row[key] for key in keys
                if isinstance(row.get(key), (bool, int, float, str))
                and not (isinstance(row.get(key), float) and math.isnan(row[key]))}
     targets = [key for key in row if re.match(r"time_to_top[15]_", str(key))]

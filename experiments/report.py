@@ -28,7 +28,8 @@ from experiments import ranking
 from experiments.comparison import comparison_text, promote_verdict, rank_agreement, top5_trivial
 from experiments.headline import headline
 from experiments.layout import CONFIG, JOURNAL, PLAN, RESULT
-from experiments.promote import best_distinct_trials, read_comparison
+from experiments.promote import read_comparison
+from experiments.promote_plan import best_distinct_trials
 from experiments.report_figures import (  # noqa: F401 - pareto_front: its public name here too
     cell_figure, duration, has_rungs, pareto_figure, pareto_front, progress_figure, seconds_since_start,
     time_figure)
@@ -92,7 +93,8 @@ def load_run(folder: str) -> SearchRun | PromoteRun:
     if os.path.exists(os.path.join(folder, PLAN)) and os.path.exists(os.path.join(folder, "comparison.csv")):
         plan = json.load(open(os.path.join(folder, PLAN)))
         genotypes = {m["name"]: m["genotype"] for m in plan["models"] if m.get("genotype")}
-        results = {m["name"]: os.path.join(folder, "models", m["name"], RESULT) for m in plan["models"]}
+        results = {m["name"]: os.path.join(folder, "models", m.get("same_as") or m["name"], RESULT)
+                   for m in plan["models"]}  # a twin of a baseline: the baseline's training
         histories = {n: json.load(open(path)).get("history", []) for n, path in results.items() if os.path.exists(path)}
         table = read_comparison(folder)
         return PromoteRun(name, folder, table, plan["settings"], genotypes, histories, _promoted_seeds(table))

@@ -328,19 +328,22 @@ CONVNET_REFERENCES = {"airbench94": AIRBENCH94, "airbench94_relu": AIRBENCH94_RE
 
 
 def family_network(model: str, width_multiplier: float | None = None) -> ConvNetGenotype | None:
-    """The convnet genotype of a model family (trainer/models.py's table) at a width, as its builder
-    rounds widths (max(1, round(w * width))): airbench94, airbench94_relu and resnet9; None for a
-    family the space does not hold (resnet20, the cell networks)."""
-    width = float(width_multiplier or 1.0)
+    """The convnet genotype of a model family (trainer/models.py's table) at a width: airbench94,
+    airbench94_relu and resnet9; None for a family the space does not hold (resnet20, the cell networks)."""
     base = CONVNET_REFERENCES.get(model)
-    if base is None:
-        return None
+    return None if base is None else at_width(base, width_multiplier)
+
+
+def at_width(genotype: ConvNetGenotype, width_multiplier: float | None = None) -> ConvNetGenotype:
+    """The network `genotype` builds at a width multiplier, as the builder rounds widths
+    (max(1, round(w * width)))."""
+    width = float(width_multiplier or 1.0)
 
     def scaled(w: int) -> int:
         return max(1, round(w * width))
 
-    stages = tuple(replace(s, width=scaled(s.width)) for s in base.stages)
-    return replace(base, stem_width=scaled(base.stem_width) if base.stem_width else 0, stages=stages)
+    stages = tuple(replace(s, width=scaled(s.width)) for s in genotype.stages)
+    return replace(genotype, stem_width=scaled(genotype.stem_width) if genotype.stem_width else 0, stages=stages)
 
 
 def differences(before: ConvNetGenotype, after: ConvNetGenotype) -> list[str]:

@@ -3,13 +3,15 @@ generated fake ImageNet (searched cells matched to ResNet-20's size beside ResNe
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
 import pandas as pd
 import pytest
 
-from experiments.promote import PromoteConfig, model_config, open_plan, top_genotypes
+from experiments.promote import PromoteConfig
+from experiments.promote_plan import model_config, open_plan, top_genotypes
 from experiments.targets import first_at, parse_column, to_targets
 from experiments.search import SearchConfig
 from tests.conftest import amoeba_here as amoeba  # in this process: a TensorFlow import less each
@@ -212,7 +214,7 @@ def test_a_model_that_fails_is_recorded_and_the_others_finish(tmp_path, shared_r
 
 def test_a_genotype_seen_twice_is_promoted_once(tmp_path):
     from experiments.commands.show import load_genotype
-    from experiments.promote import best_distinct_trials
+    from experiments.promote_plan import best_distinct_trials
 
     cells = [load_genotype(name).to_json() for name in ("amoebanet_a", "nasnet_a", "amoebanet_a", "amoebanet_d")]
     config = SearchConfig(output_dir=str(tmp_path), algorithm="random", max_trials=4, initial=tuple(cells))
@@ -262,7 +264,7 @@ def test_the_progress_line_says_building_tracing_or_the_step_from_the_first_minu
 
 
 def test_a_macro_genotype_trains_at_its_own_size_unless_the_command_line_sizes_it(tmp_path):
-    from experiments.promote import PlannedModel, at_given_size, own_size_searches
+    from experiments.promote_plan import PlannedModel, at_given_size, own_size_searches
     from searchspace import NasNetMacroSpace
 
     import random
@@ -284,7 +286,8 @@ def test_a_macro_genotype_trains_at_its_own_size_unless_the_command_line_sizes_i
 
 
 def test_a_rerun_with_other_settings_names_only_what_changed(tmp_path):
-    from experiments.promote import PromoteConfig, open_plan
+    from experiments.promote import PromoteConfig
+    from experiments.promote_plan import open_plan
 
     def config(**recipe):
         return PromoteConfig(output_dir=str(tmp_path / "p"), data=str(tmp_path / "data"),
@@ -377,3 +380,34 @@ def test_export_choice_is_one_setting_its_flag_derives_from(tmp_path):
         _config(tmp_path, export_choice="time_to_target")
     config = _config(tmp_path, export_choice="time_to_target", target_top1=(0.5,))
     assert "export_choice" not in config.settings()  # free on a rerun, like export_dir
+
+
+
+def test_a_searched_net_that_builds_a_baselines_network_trains_once_as_it(tmp_path):
+    from core import storage
+    from core.proxy_config import ProxyConfig
+    from experiments.promote import comparison_table, untrained
+    from searchspace.convnet import AIRBENCH94, Stage
+
+    child = dataclasses.replace(AIRBENCH94, stages=(Stage(48, 1),) + AIRBENCH94.stages[1:])
+    folder = tmp_path / "s"
+    os.makedirs(folder)
+    search = SearchConfig(output_dir=str(folder), proxy_space="convnet", proxy=ProxyConfig(image_size=32),
+                          max_trials=2, population_size=2, sample_size=2,
+                          initial=(AIRBENCH94.to_json(), child.to_json())).new_algorithm(str(folder / "journal.jsonl"))
+    for accuracy in (0.9, 0.8):  # the seed stays the search's pick
+        search.tell(search.ask().trial_id, {"val_accuracy": accuracy})
+    search.close()
+    config = _config(tmp_path, search_dirs=(str(folder),), top_k=2, baselines=("airbench94", "airbench94@0.5"))
+    planned = open_plan(config)
+    assert [(m.name, m.same_as) for m in planned] == [
+        ("s-trial0", "airbench94"), ("s-trial1", None), ("airbench94", None), ("airbench94@0.5", None)]
+    assert open_plan(config) == planned  # the saved plan keeps it
+    assert model_config(config, planned[0]).model_dir == model_config(config, planned[2]).model_dir
+    assert [m.name for m in untrained(config, planned)] == ["s-trial1", "airbench94", "airbench94@0.5"]
+    storage.write_json(os.path.join(model_config(config, planned[2]).model_dir, "result.json"),
+                       {"params": 1000, "top1": 0.9, "top5": 1.0, "num_eval_images": 200, "wall_seconds": 40.0})
+    table = comparison_table(config, planned, {"airbench94@0.5": "OOM"}).set_index("name")
+    twin = table.loc["s-trial0", ["status", "top1", "same_as", "kind"]].tolist()
+    assert twin == ["ok", 0.9, "airbench94", "searched"]
+    assert table.loc["airbench94@0.5", ["status", "error"]].tolist() == ["failed", "OOM"]

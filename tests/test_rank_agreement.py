@@ -24,7 +24,7 @@ def _search(tmp_path, accuracies):
 
 
 def test_audit_k_adds_lower_ranked_distinct_cells_with_their_ranks(tmp_path):
-    from experiments.promote import top_genotypes
+    from experiments.promote_plan import top_genotypes
 
     folder = _search(tmp_path, [0.9, 0.8, 0.95, 0.7, 0.6, 0.5, 0.85])  # 3 named cells, then 4 random ones
     top = top_genotypes(folder, 2)

@@ -13,7 +13,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from experiments.promote import PromoteConfig, comparison_table, open_plan, write_comparison
+from experiments.promote import PromoteConfig, comparison_table, write_comparison
+from experiments.promote_plan import open_plan
 from experiments.report import best_trials, build_report, load_run, pareto_front, search_summary
 from experiments.search import SearchConfig
 from tests.conftest import amoeba_here as amoeba  # in this process: the browser is the process that matters
@@ -152,7 +153,7 @@ def _scored(folder: str, results: list[dict], **settings) -> str:
 def test_the_report_results_and_promote_rank_as_the_search_did(tmp_path, settings, results, best):
     import json
 
-    from experiments.promote import top_genotypes
+    from experiments.promote_plan import top_genotypes
 
     folder = _scored(str(tmp_path / "s"), results, **settings)
     run = load_run(folder)

@@ -24,7 +24,8 @@ from absl import app, flags
 from core.export_formats import check_runtimes
 from experiments.comparison import comparison_text
 from experiments.export_flags import exported_lines
-from experiments.promote import PromoteConfig, default_match_params, export_winner, own_size_searches, run_promote
+from experiments.promote import PromoteConfig, export_winner, run_promote
+from experiments.promote_plan import default_match_params, own_size_searches
 from experiments.recipe_flags import define_recipe_flags, recipe_from_flags
 from experiments.resources import ClusterTooSmall
 from experiments.settings import build, define_flags, flag_settings

@@ -84,7 +84,7 @@ class SearchAlgorithm(RungBook, RepeatBook):
         self.initial = tuple(genotype_of(space, g, f"initial[{i}]") for i, g in enumerate(initial))
         self._initial_next = 0  # the first proposals are the initial genotypes, in order
         self.reward = reward
-        self.limits = limits if isinstance(limits, Limits) else Limits(dict(limits or {}))
+        self.limits = limits if isinstance(limits, Limits) else Limits.from_config(limits)
         self.measure = measure
         self.measured: dict[str, dict[str, float]] = {}  # figures from `measure`, by genotype key
         self._measured_since: list[str] = []  # keys measured since the last ask event (children passed over)

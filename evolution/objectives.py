@@ -7,7 +7,8 @@ table), the goals read from them, MnasNet's soft reward and hard limits.
 - `MnasReward`: accuracy x (cost / target)^weight (Tan et al. 2019, MnasNet; weight -0.07), one
   score that trades accuracy against any cost measure (a larger-is-better one, images_per_sec, with
   the weight turned round); it refuses a smaller-is-better objective.
-- `Limits`: `max_<measure>` ceilings; `violations` names each one a candidate's figures break.
+- `Limits`: `max_<measure>` ceilings and `min_<measure>` floors (a size held, as a search for a
+  faster net of the same capacity does); `violations` names each one a candidate's figures break.
 
 Pure Python: this module must not import TensorFlow or Ray.
 """
@@ -15,7 +16,7 @@ Pure Python: this module must not import TensorFlow or Ray.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 
@@ -35,6 +36,7 @@ MEASURES: dict[str, Measure] = {
     "images_per_sec": Measure("max", "steady-state training images per second"),
 }
 LIMITED = ("params", "multiply_adds", "latency_ms")  # the measures a search can put a ceiling on
+SIZE_MEASURES = ("params", "multiply_adds")  # known before training: the measures a search can put a floor under
 
 
 @dataclass(frozen=True)
@@ -126,30 +128,49 @@ class MnasReward:
 
 @dataclass(frozen=True)
 class Limits:
-    """Ceilings on measures (`{"params": 1e6, "latency_ms": 5.0}`); a figure above one breaks it."""
+    """Ceilings and floors on measures (`{"params": 1e6, "latency_ms": 5.0}`, floors
+    `{"params": 1.8e6}`); a figure above a ceiling or under a floor breaks it."""
 
     ceilings: Mapping[str, float]
+    floors: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for metric, ceiling in self.ceilings.items():
-            if not (isinstance(ceiling, (int, float)) and ceiling > 0 and math.isfinite(ceiling)):
-                raise ValueError(f"max_{metric}: must be a positive number, got {ceiling!r}")
+        for kind, bounds in (("max", self.ceilings), ("min", self.floors)):
+            for metric, bound in bounds.items():
+                if not (isinstance(bound, (int, float)) and bound > 0 and math.isfinite(bound)):
+                    raise ValueError(f"{kind}_{metric}: must be a positive number, got {bound!r}")
+        for metric, floor in self.floors.items():
+            if metric not in SIZE_MEASURES:
+                raise ValueError(f"min_{metric}: a floor can only be put under {', '.join(SIZE_MEASURES)}")
+            if floor > self.ceilings.get(metric, math.inf):
+                raise ValueError(f"min_{metric}: {floor:g} is over max_{metric} ({self.ceilings[metric]:g})")
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, float] | None) -> "Limits":
+        """The inverse of `to_config`: `min_<measure>` keys are floors, the others ceilings."""
+        config = dict(config or {})
+        floors = {k[len("min_"):]: v for k, v in config.items() if k.startswith("min_")}
+        return cls({k: v for k, v in config.items() if not k.startswith("min_")}, floors)
 
     def __bool__(self) -> bool:
-        return bool(self.ceilings)
+        return bool(self.ceilings or self.floors)
 
     def violations(self, figures: Mapping[str, Any]) -> list[str]:
-        """One phrase per ceiling the figures break ('params 1,234 over the limit of 1,000');
-        ceilings whose measure is not among the figures are not judged."""
+        """One phrase per bound the figures break ('params 1,234 over the limit of 1,000'); bounds
+        whose measure is not among the figures are not judged."""
         broken = []
         for metric, ceiling in self.ceilings.items():
             value = figures.get(metric)
             if value is not None and float(value) > ceiling:
                 broken.append(f"{metric} {_figure(value)} over the limit of {_figure(ceiling)} (--max_{metric})")
+        for metric, floor in self.floors.items():
+            value = figures.get(metric)
+            if value is not None and float(value) < floor:
+                broken.append(f"{metric} {_figure(value)} under the floor of {_figure(floor)} (--min_{metric})")
         return broken
 
     def to_config(self) -> dict[str, float]:
-        return dict(self.ceilings)
+        return {**self.ceilings, **{f"min_{metric}": floor for metric, floor in self.floors.items()}}
 
 
 def _figure(value: Any) -> str:

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from evolution import ALGORITHMS, JournalLock, SearchAlgorithm, make_algorithm, resume
 from evolution.algorithms import RandomSearch, as_json, genotype_of
-from evolution.objectives import LIMITED, MEASURES, Limits, MnasReward, parse_goals
+from evolution.objectives import LIMITED, MEASURES, SIZE_MEASURES, Limits, MnasReward, parse_goals
 from evolution.params import ParetoParams
 from experiments.mlflow_log import check_mlflow
 from evolution.repeats import REPEATS
@@ -30,7 +30,6 @@ from core.storage import read_json, write_json
 
 SEARCH_RUNG_RULES = tuple(name for name, rule in RUNG_RULES.items() if not rule.pauses)  # a paused trial: not via Tune
 log = logging.getLogger(__name__)
-SIZE_MEASURES = ("params", "multiply_adds")  # known before training: experiments/trial.py size_measure
 TIME_TO_TARGET = "seconds_to_target"  # the proxy's objective with --target_accuracy (mode min)
 
 
@@ -135,6 +134,8 @@ class SearchConfig:
                                "proposed (0: no limit).", api=False)
     max_multiply_adds: int = _algo(0, "A child with more multiply-adds per image is rejected before it is trained "
                                       "(0: no limit).", api=False)
+    min_params: int = _algo(0, "A child with fewer trainable parameters is rejected before it is trained "
+                               "(a faster net of the seed's capacity; 0: no floor).", api=False)
     max_latency_ms: float = _algo(0.0, "A candidate slower at batch 1 on its trial's device is measured, recorded "
                                        "infeasible and not trained (0: no limit).")
     latency_target_ms: float = _algo(0.0, "> 0: score candidates by MnasNet's reward, val_accuracy x (cost / "
@@ -240,17 +241,15 @@ class SearchConfig:
                              f"of {proxy.timeout_s:g} s (--trial_timeout_s); raise it or train shorter")
 
     def limits(self) -> Limits:
-        return Limits({m: getattr(self, f"max_{m}") for m in LIMITED if getattr(self, f"max_{m}")})
+        return Limits({m: getattr(self, f"max_{m}") for m in LIMITED if getattr(self, f"max_{m}")},
+                      {"params": self.min_params} if self.min_params else {})
 
     def reward(self) -> MnasReward | None:
-        if not self.latency_target_ms:
-            return None
-        return MnasReward(self.cost_metric, self.latency_target_ms, self.latency_weight)
+        target = self.latency_target_ms
+        return MnasReward(self.cost_metric, target, self.latency_weight) if target else None
 
     def to_json(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["proxy"] = self.proxy.to_dict()
-        return data
+        return {**dataclasses.asdict(self), "proxy": self.proxy.to_dict()}
 
     def algorithm_params(self) -> dict[str, Any]:
         goals = parse_goals(list(self.objectives) or list(ParetoParams.objectives), MEASURES)
@@ -262,7 +261,7 @@ class SearchConfig:
         """With a size limit, or the limit tournament on a size goal: a child's size, built in a Ray
         worker (Ray is up when it is asked)."""
         goals = parse_goals(list(self.objectives), MEASURES)[1:]
-        limited = any(getattr(self, f"max_{m}") for m in SIZE_MEASURES)
+        limited = self.min_params or any(getattr(self, f"max_{m}") for m in SIZE_MEASURES)
         aimed = self.tournament == "limit" and not self.trainable and any(g.metric in SIZE_MEASURES for g in goals)
         if not (limited or aimed):
             return None

@@ -49,24 +49,27 @@ def size_of(genotype) -> dict:
     return {"params": 1000 * cost_of(genotype)}
 
 
-def test_a_child_over_a_size_limit_is_rejected_untrained_and_counted(tmp_path):
+@pytest.mark.parametrize("limits, side, flag", [({"params": 5000}, 1, "--max_params"),
+                                               ({"min_params": 6500}, -1, "--min_params")], ids=["ceiling", "floor"])
+def test_a_child_past_a_size_limit_is_rejected_untrained_and_counted(tmp_path, limits, side, flag):
+    bound = next(iter(limits.values()))
     path = str(tmp_path / "j.jsonl")
     measured = []
     algorithm = RegularizedEvolution(SPACE, population_size=8, sample_size=3, seed=1, journal_path=path,
-                                     limits={"params": 5000}, measure=lambda g: measured.append(g) or size_of(g))
+                                     limits=limits, measure=lambda g: measured.append(g) or size_of(g))
     trials = run(algorithm, 40)
-    assert all(size_of(t.genotype)["params"] <= 5000 for t in trials)
-    assert algorithm.rejected > 20 and algorithm.completed() == 40  # rejections are not charged
+    assert all(side * size_of(t.genotype)["params"] <= side * bound for t in trials)
+    assert algorithm.rejected > 10 and algorithm.completed() == 40  # rejections are not charged
     with open(path) as f:
         rejects = [e for e in map(json.loads, f) if e["event"] == "reject"]
     assert len(rejects) == algorithm.rejected
-    assert all(e["figures"]["params"] > 5000 and "--max_params" in e["reason"] for e in rejects)
+    assert all(side * e["figures"]["params"] > side * bound and flag in e["reason"] for e in rejects)
     # A replay takes the figures from the journal: it measures nothing, and comes back identical.
     algorithm.close()
     count = len(measured)
     replayed = resume(path, measure=lambda g: pytest.fail("a replay must not measure"))
     assert replayed.rejected == algorithm.rejected and replayed.rng.getstate() == algorithm.rng.getstate()
-    assert len(measured) == count
+    assert len(measured) == count and replayed.limits == algorithm.limits
     replayed.close()
 
 
@@ -139,6 +142,10 @@ def test_goals_parse_with_modes_and_refuse_unknown_measures():
         parse_goals(["latency:min"], MEASURES)
     with pytest.raises(ValueError, match="max_params"):
         Limits({"params": -1})
+    with pytest.raises(ValueError, match="min_latency_ms: a floor can only be put under params, multiply_adds"):
+        Limits.from_config({"min_latency_ms": 5})
+    with pytest.raises(ValueError, match="min_params: 6000 is over max_params"):
+        Limits.from_config({"params": 5000, "min_params": 6000})
 
 
 def _pareto(**kwargs):

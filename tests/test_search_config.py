@@ -86,6 +86,7 @@ def test_a_search_made_before_the_data_settings_existed_still_resumes(tmp_path):
     ({"algorithm": "pareto_evolution", "proxy": ProxyConfig(target_accuracy=0.7, target_seconds=60)},
      "time to accuracy is one objective"),
     ({"objectives": ("val_accuracy:max", "latency_ms:min")}, "need --algorithm=pareto_evolution"),
+    ({"max_params": 1000, "min_params": 2000}, "min_params: 2000 is over max_params"),
     ({"algorithm": "pareto_evolution", "objectives": ("val_accuracy:max", "latency:min")}, "unknown measure"),
     ({"latency_target_ms": 5.0, "objective": "val_loss", "mode": "min"}, "would favour the dearer cell"),
 ])

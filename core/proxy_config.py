@@ -258,6 +258,17 @@ class ProxyConfig:
             return reached_s
         return self.target_seconds * (1 + max(0.0, self.target_accuracy - best_accuracy))
 
+    def seconds_to_target_on(self, curve: list[list[float]]) -> dict[str, float | None]:
+        """A trial's target_curve (its evaluations' [seconds, accuracy], in order) scored at this
+        target_accuracy as the trial itself was: seconds_to_target, time_to_target_s (None for a
+        miss) and best_val_accuracy."""
+        if not curve:
+            raise ValueError("target_curve: no evaluation to score")
+        reached = next((seconds for seconds, accuracy in curve if self.reached_target(seconds, accuracy)), None)
+        best = max(accuracy for _, accuracy in curve)
+        return {"seconds_to_target": self.seconds_to_target(reached, best), "time_to_target_s": reached,
+                "best_val_accuracy": best}
+
     def fast_recipe_changes(self) -> list[str]:
         """The fast-recipe fields set away from the plain proxy recipe's (the names of those set)."""
         plain = ProxyConfig()

@@ -30,6 +30,7 @@ TUNE_KEYS = frozenset(AUTO_RESULT_KEYS) | {"trial_id", "done", "experiment_tag"}
 # a result, for every trial, for the whole search (about 40 KB a trial for our 25 numbers); only
 # the objective goes to Tune as a number.
 METRICS_KEY = "trial_metrics_json"
+CURVE_KEY = "target_curve"  # the one list a trial's metrics may hold: trainer/candidate_loop.py's
 
 
 def tune_result(metrics: dict[str, Any], objective: str = "val_accuracy") -> dict[str, Any]:
@@ -46,8 +47,10 @@ def trial_metrics(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def _is_metric(key: str, value: Any) -> bool:
-    """A value the trial reported, not one of Tune's own (flattened config/... keys included)."""
-    return key not in TUNE_KEYS and not key.startswith("config/") and isinstance(value, (int, float, str))
+    """A value the trial reported, not one of Tune's own (flattened config/... keys included): a
+    number or a string, or a --target_accuracy trial's target_curve (a list of [seconds, accuracy])."""
+    kept = isinstance(value, (int, float, str)) or (key == CURVE_KEY and isinstance(value, list))
+    return kept and key not in TUNE_KEYS and not key.startswith("config/")
 
 
 def refuse_pausing_rule(algorithm: SearchAlgorithm) -> None:

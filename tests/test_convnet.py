@@ -198,6 +198,11 @@ def test_a_search_sized_to_its_data_calibrates_then_its_best_is_trained_by_amoeb
     algorithm = resume(f"{out}/journal.jsonl", read_only=True)
     assert algorithm.trials[0].genotype == AIRBENCH94 and algorithm.space.to_config()["stage_counts"] == [2, 3]
     assert algorithm.objective == "seconds_to_target" and algorithm.outcomes[1].reused_from == 0
+    curve = algorithm.outcomes[0].metrics["target_curve"]  # through Tune into the journal, for --at_target
+    assert curve[-1][1] == algorithm.outcomes[0].metrics["val_accuracy"]
+    first = min(curve[0][1], proxy["target_accuracy"])  # the accuracy of its first evaluation
+    lower = amoeba_here("results", out, f"--at_target={first!r}", "--format=json").stdout
+    assert {r["trial_id"]: r["time_to_target_s"] for r in json.loads(lower)}[0] == pytest.approx(curve[0][0])
     assert all(isinstance(t.genotype, ConvNetGenotype) for t in algorithm.trials.values())
     again = amoeba_here(*command)  # the same command resumes: the calibration is read back, not trained again
     assert "all 3 trials already done" in again.stdout, again.stdout + again.stderr

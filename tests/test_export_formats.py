@@ -73,6 +73,24 @@ def test_every_format_of_a_real_network_agrees_with_keras_and_says_so_in_parity_
         "image_size": 16, "center_crop": True, "formats": list(FORMATS)}
 
 
+def test_amoeba_predict_reads_every_format_and_each_ranks_the_classes_alike(airbench_export, tmp_path):
+    import tensorflow as tf
+
+    from tests.conftest import amoeba_here
+
+    photo = tmp_path / "photo.jpg"  # another size than the export's: predict resizes it
+    pixels = np.random.default_rng(1).integers(0, 256, size=(20, 24, 3), dtype=np.uint8)
+    photo.write_bytes(tf.io.encode_jpeg(pixels).numpy())
+    ranked = {}
+    for name in FORMATS:
+        out = amoeba_here("predict", f"--export_dir={airbench_export[0]}", f"--export_format={name}", str(photo),
+                          "--format=json", "--top_k=3").stdout
+        ranked[name] = [p["class_id"] for p in json.loads(out)[0]["predictions"]]
+    assert sorted(ranked["saved_model"]) == [0, 1, 2]
+    assert ranked["tflite"] == ranked["onnx"] == ranked["saved_model"]
+    assert sorted(ranked["tflite_int8"]) == [0, 1, 2]  # int8 may rank a near tie otherwise
+
+
 def test_a_file_beyond_its_tolerance_is_an_error_naming_the_format(airbench_export, monkeypatch, tmp_path):
     from trainer import export as export_module
     from trainer.export import export_model

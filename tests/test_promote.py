@@ -163,34 +163,18 @@ def test_promote_end_to_end_on_fake_imagenet(tmp_path, shared_ray):
     kept = os.path.getmtime(out / "models" / "resnet20" / "result.json")
     os.remove(cell / "result.json")
     winner_dir = tmp_path / "winner"
-    again = amoeba(*command, f"--export_dir={winner_dir}", "--export_format=saved_model,onnx")  # free on a rerun
+    again = amoeba(*command, f"--export_dir={winner_dir}", "--export_format=saved_model,tflite")  # free on a rerun
     assert "search-trial1: already trained" not in again.stdout and "resnet20: already trained" in again.stdout
     final = pd.read_csv(out / "comparison.csv").sort_values(["top1", "params"], ascending=[False, True])
     assert f"exported {final.name.iloc[0]} (the most accurate of the search's pick (search-trial1) and the " \
            "baselines, top-1" in again.stdout and f") to {winner_dir} (parity.json: each file" in again.stdout
-    assert "  onnx         model.onnx         top-1 agreement 1.0000" in again.stdout
-    import tensorflow as tf
-
-    photo = tmp_path / "photo.jpg"
-    photo.write_bytes(tf.io.encode_jpeg(tf.fill([20, 24, 3], tf.constant(90, tf.uint8))).numpy())
-    predicted = json.loads(amoeba("predict", f"--export_dir={winner_dir}", str(photo), "--format=json",
-                                  "--top_k=4").stdout)
-    assert sorted(p["class_id"] for p in predicted[0]["predictions"]) == [0, 1, 2, 3]  # the fake set's classes
-    by_onnx = json.loads(amoeba("predict", f"--export_dir={winner_dir}", "--export_format=onnx", str(photo),
-                                "--format=json", "--top_k=4").stdout)  # onnxruntime: the same classes, in order
-    assert [p["class_id"] for p in by_onnx[0]["predictions"]] == [p["class_id"] for p in predicted[0]["predictions"]]
+    assert "  tflite       model.tflite       top-1 agreement 1.0000" in again.stdout  # predict: test_export_formats
     assert os.path.getmtime(out / "models" / "resnet20" / "result.json") == kept
     assert json.loads((cell / "result.json").read_text())["steps"] == 6  # not 12: resumed at its last step
     assert (pd.read_csv(out / "comparison.csv").status == "ok").all()
 
     changed = amoeba(*[c.replace("--top_k=1", "--top_k=2") for c in command], check=False)
     assert changed.returncode == 1 and "top_k: 1 -> 2" in changed.stderr
-
-    # ... then the report of both: the comparison table and the promoted cells drawn
-    report = amoeba("report", search, str(out))
-    assert "Promoted: promote" in report.stdout and "search-trial1" in report.stdout
-    page = (tmp_path / "search" / "report.html").read_text()
-    assert page.count("<figure") >= 3 and "resnet20" in page
 
 
 @pytest.mark.integration  # trains through Ray Tune

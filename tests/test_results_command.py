@@ -113,3 +113,27 @@ def test_the_progress_line_shows_each_running_trials_step_and_rate_from_its_prog
         line = progress_line(algorithm, 10, done_at_start=1, elapsed_s=240, trial_dir=trial_dir)
         assert line.endswith(f"; running: trial 3 step 120/264 (310 images/s), {shown}"), line
     assert "running:" not in progress_line(algorithm, 10, done_at_start=1, elapsed_s=240)  # no dirs: as before
+
+
+def test_a_time_to_accuracy_search_is_scored_again_at_a_lower_target_from_its_curves(tmp_path):
+    from core.proxy_config import ProxyConfig
+
+    out = tmp_path / "s"
+    out.mkdir()
+    proxy = ProxyConfig(target_accuracy=0.8, target_seconds=100.0)
+    (out / "search_config.json").write_text(json.dumps({"max_trials": 3, "proxy": proxy.to_dict()}))
+    search = RegularizedEvolution(NasNetSpace(num_blocks=2), population_size=3, sample_size=2, seed=0,
+                                  objective="seconds_to_target", mode="min", journal_path=str(out / "journal.jsonl"))
+    curves = [[[30, 0.7], [60, 0.81]], [[20, 0.75], [40, 0.79], [60, 0.795], [100, 0.799]], [[25, 0.6], [50, 0.78]],
+              [[25, 0.6], [50, 0.78]]]
+    for curve, params in zip(curves, [10, 10, 10, 5]):  # the last ties with the one before, with fewer parameters
+        scored = proxy.seconds_to_target_on(curve)
+        search.tell(search.ask().trial_id, {**scored, "target_curve": curve, "params": params})
+    search.close()
+    assert amoeba("results", str(out), "--format=json").stdout.count('"trial_id"') == 4
+    rows = json.loads(amoeba("results", str(out), "--format=json", "--at_target=0.78").stdout)
+    assert [(r["trial_id"], r["time_to_target_s"]) for r in rows] == [(1, 40), (3, 50), (2, 50), (0, 60)]
+    assert rows[0]["best_val_accuracy"] == 0.799 and rows[3]["seconds_to_target"] == 60
+    assert json.loads(amoeba("results", str(out), "--format=json").stdout)[0]["trial_id"] == 0  # at 0.8: its hit
+    over = amoeba("results", str(out), "--at_target=0.9", check=False)
+    assert over.returncode == 1 and "--at_target: 0.9 must lie in (0, 0.8]" in over.stderr

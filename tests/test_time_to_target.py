@@ -107,3 +107,20 @@ def test_the_steady_clock_counts_steps_and_evaluations_at_their_median_leaving_o
     assert slower["seconds_to_target"] == 10.5 > 9.0
     with pytest.raises(ValueError, match="target_clock: 'training_only' is not one of"):
         ProxyConfig(target_accuracy=0.7, target_seconds=60, target_clock="training_only")
+
+
+@pytest.mark.parametrize("accuracies", [[0.5, 0.6, 0.71], [0.5, 0.55, 0.58, 0.69], [0.62, 0.5, 0.71],
+                                        [0.5, 0.6, 0.65, 0.71]])
+def test_a_trials_curve_scores_a_lower_target_as_a_search_at_that_target_would(monkeypatch, accuracies):
+    from dataclasses import replace
+
+    searched = race(monkeypatch, 3.0, 0.5, accuracies)
+    evaluated = len(searched["target_curve"])  # each evaluation's end, its steps and evaluations counted
+    assert searched["target_curve"] == [[3.5 * k, a] for k, a in enumerate(accuracies[:evaluated], 1)]
+    lower = replace(PROXY, target_accuracy=0.6)
+    again = lower.seconds_to_target_on(searched["target_curve"])
+    at_lower = race(monkeypatch, 3.0, 0.5, accuracies, proxy=lower)
+    assert again["seconds_to_target"] == at_lower["seconds_to_target"]
+    assert again["time_to_target_s"] == at_lower["time_to_target_s"]
+    with pytest.raises(ValueError, match="target_curve: no evaluation"):
+        lower.seconds_to_target_on([])

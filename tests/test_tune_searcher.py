@@ -32,6 +32,7 @@ def test_results_errors_and_crashes_are_told(tmp_path):
     for i in range(3):
         searcher.suggest(f"tune_{i}")
     searcher.on_trial_complete("tune_0", {"val_accuracy": 0.9, "error": "", "params": 10,
+                                          "target_curve": [[1.5, 0.9]], "sizes": [1, 2],  # only a curve is kept
                                           "config/trial_id": 0, "config/mutation": "random",
                                           "time_total_s": 3.0, "trial_id": "tune_0"})
     searcher.on_trial_complete("tune_1", {"val_accuracy": float("nan"), "error": "timeout: over 5 s"})
@@ -40,7 +41,7 @@ def test_results_errors_and_crashes_are_told(tmp_path):
     assert searcher.suggest("tune_3")["trial_id"] == 2
     searcher.on_trial_complete("tune_3", None, error=True)  # lost again: failed
     assert told == [0, 1, 2]
-    assert dict(algorithm.outcomes[0].metrics) == {"val_accuracy": 0.9, "params": 10}
+    assert dict(algorithm.outcomes[0].metrics) == {"val_accuracy": 0.9, "params": 10, "target_curve": [[1.5, 0.9]]}
     assert algorithm.outcomes[1].error == "timeout: over 5 s"
     assert "failed twice: see error.txt of Tune trial tune_3" in algorithm.outcomes[2].error
     assert [e["event"] for e in map(json.loads, open(tmp_path / "j.jsonl"))].count("reissue") == 1

@@ -30,9 +30,8 @@ FLAGS = flags.FlagValues()
 SETTINGS = define_flags(BenchmarkConfig, FLAGS, module_name=__name__)  # each flag one field of BenchmarkConfig
 
 
-def main(args: list[str]) -> None:
-    from experiments.plots import plot_best_so_far
-
+def _check_flags(args: list[str]) -> None:
+    """UsageError for a benchmark command that cannot run, before any table is read."""
     if args:
         raise app.UsageError(f"benchmark takes no positional arguments, got {args}")
     for name in ("table", "report_metric") + (() if FLAGS.fidelities else ("search_metric",)):
@@ -42,6 +41,12 @@ def main(args: list[str]) -> None:
         raise app.UsageError(f"--plot must end in .png or .svg, got {FLAGS.plot}")
     if (FLAGS.tournament, FLAGS.offspring) != ("nsga2", 1) and "pareto_evolution" not in FLAGS.algorithms:
         raise app.UsageError("--tournament and --offspring are Pareto evolution's: give --algorithms=pareto_evolution")
+
+
+def main(args: list[str]) -> None:
+    from experiments.plots import plot_best_so_far
+
+    _check_flags(args)
     if FLAGS.budget_s:
         if FLAGS.dedup:
             raise app.UsageError("--dedup counts evaluations (--budget); a --budget_s run charges every one its time")

@@ -1,4 +1,5 @@
-"""amoeba results DIR [--top=10] [--format=table|csv|json]: a search's results, also while it runs.
+"""amoeba results DIR [--top=10] [--format=table|csv|json] [--at_target=ACCURACY]: a search's
+results, also while it runs.
 
 Reads the search's own files (journal.jsonl, replayed read-only, and search_config.json); starts
 no Ray and changes nothing in DIR.
@@ -10,6 +11,7 @@ SUMMARY = "a search's results, also while it runs"  # for `amoeba --help`
 
 import json
 import os
+from typing import Any
 
 from absl import app, flags
 
@@ -20,6 +22,8 @@ flags.DEFINE_integer("top", 10, "Show the best this many trials by the objective
 flags.DEFINE_enum("format", "table", ["table", "csv", "json"], "Output format.", **F)
 flags.DEFINE_bool("front", False, "Show the trials on the front of the search's goals instead (a Pareto "
                   "search: accuracy against its cost), cheapest first.", **F)
+flags.DEFINE_float("at_target", None, "A --target_accuracy search's trials scored again at this lower accuracy from "
+                   "each one's evaluations (target_curve), without training, best first.", **F)
 
 
 def main(args: list[str]) -> None:
@@ -41,7 +45,9 @@ def main(args: list[str]) -> None:
     except JournalError as err:
         raise app.UsageError(str(err)) from None
     table = results_table(algorithm)
-    if FLAGS.front:
+    if FLAGS.at_target is not None:
+        table = _at_target(table, algorithm, out)
+    elif FLAGS.front:
         table = front_trials(table, algorithm)
     elif FLAGS.top:
         table = top_trials(table, algorithm, FLAGS.top)
@@ -56,5 +62,28 @@ def main(args: list[str]) -> None:
         run_started = last_holder(journal).get("time")
         print(f"{out}: {algorithm.name}, {status_line(algorithm, max_trials, stopped)}; "
               f"{journal_pace(algorithm, max_trials, run_started, stopped)}")
+        if FLAGS.at_target is not None:
+            print(f"scored again at {FLAGS.at_target:g} from each trial's evaluations, best first:")
         print(as_text(table[shown_columns(algorithm, table, status=True)]) if len(table) else
               "no successful trial yet" if algorithm.outcomes else "no trial finished yet")
+
+
+def _at_target(table: Any, algorithm: Any, out: str) -> Any:
+    """`table` scored again at --at_target (experiments/results.py at_target), its top --top rows."""
+    from core.storage import read_json
+    from experiments.layout import CONFIG
+    from experiments.results import at_target
+
+    if FLAGS.front:
+        raise app.UsageError("--at_target ranks every trial by its time to a target; --front is a Pareto "
+                             "search's: give one")
+    try:
+        proxy = read_json(os.path.join(out, CONFIG))["proxy"]
+        searched = (float(proxy["target_accuracy"]), float(proxy["target_seconds"]))
+    except (OSError, KeyError, TypeError, ValueError) as err:
+        raise app.UsageError(f"{out}: --at_target needs the search's {CONFIG} with its proxy's target: {err!r}")
+    try:
+        table = at_target(table, algorithm, searched, FLAGS.at_target)
+    except ValueError as err:
+        raise app.UsageError(f"{out}: {err}") from None
+    return table.head(FLAGS.top) if FLAGS.top else table

@@ -46,6 +46,11 @@ class PromoteConfig:
     audit_k: int = _setting(0, "Also promote this many of each search's other distinct genotypes, drawn at random "
                                "(seeded) from those it ranked below the top_k: the report's Kendall tau then says "
                                "whether the search's proxy ranks nets as full training does.")
+    at_target: float | None = _setting(None, "Promote each search's trials ranked again at this accuracy, under "
+                                             "its --target_accuracy, by their times to it from their "
+                                             "evaluations, without training (amoeba results --at_target; a "
+                                             "time-to-accuracy search's): a target the search set too near "
+                                             "its proxy's ceiling, lowered. Default: as the search ranked.")
     baselines: tuple[str, ...] = _setting((), "Named models trained beside them (trainer/models.py's table, e.g. "
                                               "resnet20,resnet9,amoebanet_d; resnet9@0.25: ResNet-9 at a quarter "
                                               "of its widths).")
@@ -90,6 +95,9 @@ class PromoteConfig:
             raise ValueError("nothing to promote: give --search_dir, --baselines or both")
         if self.top_k < 0:
             raise ValueError(f"top_k: must be 0 or more, got {self.top_k}")
+        if self.at_target is not None and not (self.search_dirs and 0 < self.at_target < 1):
+            raise ValueError(f"at_target: an accuracy in (0, 1) to rank the trials of --search_dir by, got "
+                             f"{self.at_target}{'' if self.search_dirs else ' without a --search_dir'}")
         for b in self.baselines:
             baseline_model(b)  # a ValueError naming the unknown one
         if len(set(self.baselines)) < len(self.baselines):

@@ -1,7 +1,8 @@
-"""The plan of a promote: which models (the searched cells a search ranks first, with --audit_k some
-from lower down, and the baselines), at which size, and each one's TrainConfig; fixed by the first
-run in `promote_plan.json`, which a rerun must match. A searched net that builds the same network as
-a baseline (airbench94's seed kept by a search) is trained once, under the baseline's name.
+"""The plan of a promote: which models (the searched cells a search ranks first, or first again at
+--at_target, with --audit_k some from lower down, and the baselines), at which size, and each one's
+TrainConfig; fixed by the first run in `promote_plan.json`, which a rerun must match. A searched
+net that builds the same network as a baseline (airbench94's seed kept by a search) is trained
+once, under the baseline's name.
 This module must not train, parse flags or import Ray; TensorFlow only to size cells (--match_params).
 """
 
@@ -12,12 +13,13 @@ import os
 import random
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from evolution import SearchAlgorithm, resume
 from searchspace import MacroGenotype, genotype_from_json
 from experiments import ranking
 from experiments.layout import CONFIG, JOURNAL, PLAN
+from experiments.results import searched_target
 from experiments.promote_config import PromoteConfig, baseline_model, with_new_recipe_fields
 from core import storage
 from core.train_config import TrainConfig, genotype_model
@@ -58,23 +60,39 @@ def _search_accuracy(result: dict[str, Any], objective: str) -> float:
     return float(result.get("val_accuracy", result[objective]))
 
 
-def top_genotypes(search_dir: str, k: int, audit_k: int = 0) -> list[PlannedModel]:
-    """The search's best_distinct_trials, as models to promote, each with its rank among them as the
-    search ranks (experiments/ranking.py; a Pareto search's are spread along its front); with
-    `audit_k`, that many more distinct trials drawn at random (seeded by the dir's name) from those
-    ranked below, each with its rank among all the search's distinct trials."""
+def _search_order(algorithm: SearchAlgorithm, search_dir: str, k: int,
+                  at_target: float | None) -> tuple[list[int], Callable[[], list[int]]]:
+    """The k distinct trials to promote, and (lazily) every distinct trial in the order they were
+    ranked by: the search's own rule (best_distinct_trials), or with `at_target` its trials' times
+    to that lower accuracy from their evaluations (experiments/ranking.py `rescored`)."""
+    if at_target is None:
+        return best_distinct_trials(algorithm, k), lambda: ranking.ranked(algorithm, distinct=True)
+    try:
+        scores = ranking.rescored(algorithm, searched_target(search_dir), at_target)
+    except ValueError as err:
+        raise ValueError(f"--search_dir {search_dir}: {err}") from None
+    order = ranking.ranked_by(algorithm, scores, distinct=True)
+    return order[:k], lambda: order
+
+
+def top_genotypes(search_dir: str, k: int, audit_k: int = 0, at_target: float | None = None) -> list[PlannedModel]:
+    """The search's best_distinct_trials (with `at_target`, its trials ranked again at that lower
+    accuracy), as models to promote, each with its rank among them as the search ranks
+    (experiments/ranking.py; a Pareto search's are spread along its front); with `audit_k`, that many
+    more distinct trials drawn at random (seeded by the dir's name) from those ranked below, each
+    with its rank among all the search's distinct trials."""
     path = os.path.join(search_dir, JOURNAL)
     if not os.path.exists(path):
         raise FileNotFoundError(f"--search_dir {search_dir}: no {JOURNAL}; is it an `amoeba search` output dir?")
     algorithm = resume(path, read_only=True)
-    chosen = best_distinct_trials(algorithm, k)
+    chosen, everyone_ranked = _search_order(algorithm, search_dir, k, at_target)
     if not chosen and k:
         raise ValueError(f"--search_dir {search_dir}: no successful trial to promote")
     prefix = os.path.basename(os.path.normpath(search_dir))
     by_rank = chosen if len(algorithm.goals) <= 1 else ranking.ranked(algorithm, among=chosen)  # a front's: spread
     rank = {tid: i + 1 for i, tid in enumerate(by_rank)}
     if audit_k:
-        everyone = ranking.ranked(algorithm, distinct=True)
+        everyone = everyone_ranked()
         keys = {algorithm.trials[tid].genotype.key() for tid in chosen}
         rest = [tid for tid in everyone if algorithm.trials[tid].genotype.key() not in keys]
         audited = random.Random(f"audit:{prefix}").sample(rest, min(audit_k, len(rest)))
@@ -112,7 +130,7 @@ def own_size_searches(search_dirs: tuple[str, ...]) -> bool:
 def plan_models(config: PromoteConfig) -> list[PlannedModel]:
     """The searched cells (sized to --match_params when given) and the baselines to train."""
     planned = [at_given_size(config, m) for d in config.search_dirs
-               for m in top_genotypes(d, config.top_k, config.audit_k)]
+               for m in top_genotypes(d, config.top_k, config.audit_k, config.at_target)]
     names = [m.name for m in planned]
     if len(set(names)) < len(names):
         raise ValueError(f"two --search_dir have the same folder name: {names}")

@@ -3,7 +3,8 @@ score (the objective, or the reward with one), in its direction (mode max or min
 search like with like (evolution/algorithms.py's pick: the first rung's leader, displaced by each
 higher rung's leader while it reached that rung too). Ties: fewer parameters, then the earlier
 trial. best_genotype.json, the end summary, `amoeba results`, `amoeba report` and
-`amoeba promote --top_k` all rank through here, so the "best" is one cell.
+`amoeba promote --top_k` all rank through here, so the "best" is one cell; `--at_target` (results
+and promote) ranks a time-to-accuracy search's trials again at a lower target, here too.
 
 Reads the algorithm's records only; must not train, write or talk to Ray.
 """
@@ -13,8 +14,11 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Iterable, Mapping
 
+from core.proxy_config import ProxyConfig
 from evolution import SearchAlgorithm
 from evolution.algorithms import Outcome, Trial
+
+CURVE = "target_curve"  # a --target_accuracy trial's evaluations: [seconds, accuracy] each
 
 
 def score_name(algorithm: SearchAlgorithm) -> str:
@@ -76,6 +80,40 @@ def first(algorithm: SearchAlgorithm, ids: Iterable[int], k: int | None, distinc
             seen.add(genotype)
             chosen.append(tid)
     return chosen
+
+
+def rescored(algorithm: SearchAlgorithm, searched: tuple[float, float], accuracy: float
+             ) -> dict[int, dict[str, float]]:
+    """The successful trials of a --target_accuracy search (`searched`: its target accuracy and
+    seconds) scored again at `accuracy` from their target_curve, without training: {trial id: its
+    seconds_to_target, time_to_target_s, ...}. ValueError where that cannot be: another objective,
+    `accuracy` over the search's target (each trial stopped at its hit), a trial without a curve."""
+    target_accuracy, target_seconds = searched
+    if algorithm.objective != "seconds_to_target" or len(algorithm.goals) > 1:
+        raise ValueError(f"--at_target: the search minimises {algorithm.objective}"
+                         f"{' among other goals' if len(algorithm.goals) > 1 else ''}, not a time to accuracy "
+                         "alone (amoeba search --target_accuracy)")
+    if not 0 < accuracy <= target_accuracy:
+        raise ValueError(f"--at_target: {accuracy:g} must lie in (0, {target_accuracy:g}], the search's "
+                         "--target_accuracy (each trial stopped once it reached that)")
+    ok = [t for t, o in algorithm.outcomes.items() if o.status == "ok"]
+    unscored = [t for t in ok if not algorithm.outcomes[t].metrics.get(CURVE)]
+    if unscored:
+        raise ValueError(f"--at_target: trials {unscored} have no {CURVE} (a search scored before "
+                         "2026-12-05 kept only the time to its own target)")
+    rescore = ProxyConfig(target_accuracy=accuracy, target_seconds=target_seconds, timeout_s=0)
+    return {t: rescore.seconds_to_target_on(algorithm.outcomes[t].metrics[CURVE]) for t in ok}
+
+
+def ranked_by(algorithm: SearchAlgorithm, scores: Mapping[int, Mapping[str, float]], k: int | None = None,
+              distinct: bool = False) -> list[int]:
+    """Ids of the trials `rescored` scored, best first: the fewest seconds_to_target, then fewer
+    parameters, then the earlier trial (as `ranked` breaks ties)."""
+    def key(tid: int) -> tuple:
+        params = result_of(algorithm, tid).get("params")
+        return scores[tid]["seconds_to_target"], params if params is not None else math.inf, tid
+
+    return first(algorithm, sorted(scores, key=key), k, distinct)
 
 
 def _picks(algorithm: SearchAlgorithm, pool: list[int], key: Any) -> Iterable[int]:

@@ -290,6 +290,8 @@ def build_report(runs: list[SearchRun | PromoteRun]) -> tuple[str, str]:
         text.insert(0, f"note: {note}")
     for run in reversed(promotes):  # the report opens with each promote's race in one sentence
         said = headline(run.table, run.histories, run.genotypes, run.seeds)
+        if said and run.settings.get("at_target"):  # promote --at_target: not the search's own ranking
+            said += f" The searches' trials were ranked again at {run.settings['at_target']:g} (promote --at_target)."
         if said:
             body.insert(1, f'<p class="headline">{html.escape(run.name)}: {html.escape(said)}</p>')
             text.insert(0, f"{run.name}: {said}")

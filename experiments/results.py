@@ -12,9 +12,8 @@ import pandas as pd
 
 from evolution import SearchAlgorithm
 from experiments import ranking
-from experiments.layout import BEST, RESULTS
-from core.proxy_config import ProxyConfig
-from core.storage import write_json, write_text
+from experiments.layout import BEST, CONFIG, RESULTS
+from core.storage import read_json, write_json, write_text
 
 COLUMNS = [
     "trial_id", "parent_id", "mutation", "genotype", "key", "status", "rung", "epochs", "val_accuracy", "validation_images", "params",
@@ -156,25 +155,24 @@ def top_table(algorithm: SearchAlgorithm, k: int = 5) -> str:
 def at_target(table: pd.DataFrame, algorithm: SearchAlgorithm, searched: tuple[float, float],
               accuracy: float) -> pd.DataFrame:
     """The successful trials of a --target_accuracy search (`searched`: its target accuracy and
-    seconds) scored again at `accuracy` from their target_curve (no training), best first as the
-    search ranks (ties: fewer parameters, then the earlier trial); reused repeats too, as their
-    source. A trial stopped at its hit, so `accuracy` may not exceed the search's target."""
-    target_accuracy, target_seconds = searched
-    if algorithm.objective != "seconds_to_target":
-        raise ValueError(f"--at_target: the search minimises {algorithm.objective}, not a time to accuracy "
-                         "(amoeba search --target_accuracy)")
-    if not 0 < accuracy <= target_accuracy:
-        raise ValueError(f"--at_target: {accuracy:g} must lie in (0, {target_accuracy:g}], the search's "
-                         "--target_accuracy (each trial stopped once it reached that)")
-    rescore = ProxyConfig(target_accuracy=accuracy, target_seconds=target_seconds, timeout_s=0)
-    ok = [t for t, o in algorithm.outcomes.items() if o.status == "ok"]
-    unscored = [t for t in ok if not algorithm.outcomes[t].metrics.get("target_curve")]
-    if unscored:
-        raise ValueError(f"--at_target: trials {unscored} have no target_curve (a search scored before "
-                         "2026-12-05 kept only the time to its own target)")
-    rows = table.set_index("trial_id", drop=False).loc[ok].reset_index(drop=True)
-    scored = pd.DataFrame([rescore.seconds_to_target_on(algorithm.outcomes[t].metrics["target_curve"]) for t in ok])
+    seconds) scored again at `accuracy` from their target_curve (no training; experiments/ranking.py
+    `rescored`), best first as the search ranks (ties: fewer parameters, then the earlier trial);
+    reused repeats too, as their source. ValueError where they cannot be."""
+    scores = ranking.rescored(algorithm, searched, accuracy)
+    order = ranking.ranked_by(algorithm, scores)
+    rows = table.set_index("trial_id", drop=False).loc[order].reset_index(drop=True)
+    scored = pd.DataFrame([scores[t] for t in order])
     rows[list(scored)] = scored.astype(float)  # a miss's time_to_target_s: NaN
-    order = rows.assign(params_order=rows["params"].astype(float).fillna(math.inf))
-    order = order.sort_values(["seconds_to_target", "params_order", "trial_id"]).index
-    return rows.loc[order].reset_index(drop=True)
+    return rows
+
+
+def searched_target(search_dir: str) -> tuple[float, float]:
+    """A --target_accuracy search's target accuracy and seconds, from its search_config.json (the
+    proxy's target only: the rest may not load on another machine). ValueError naming the file (the
+caller names the dir)."""
+    path = os.path.join(search_dir, CONFIG)
+    try:
+        proxy = read_json(path)["proxy"]
+        return float(proxy["target_accuracy"]), float(proxy["target_seconds"])
+    except (OSError, KeyError, TypeError, ValueError) as err:
+        raise ValueError(f"{CONFIG}: --at_target needs the search's proxy target from it: {err!r}") from None

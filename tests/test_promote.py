@@ -76,14 +76,12 @@ def test_config_errors_at_once(tmp_path):
     for bad in ("resnet20@0.5", "resnet9@0", "resnet9@wide"):
         with pytest.raises(ValueError, match=f"baselines: '{bad}': NAME@WIDTH takes a positive width, for \\['resnet9', 'airbench94', 'airbench94_relu'\\]"):
             _config(tmp_path, baselines=(bad,))
-    with pytest.raises(ValueError, match="names a model twice"):
-        _config(tmp_path, baselines=("resnet20", "resnet20"))
-    with pytest.raises(ValueError, match="nothing to promote"):
-        _config(tmp_path, baselines=())
-    with pytest.raises(ValueError, match="match_params"):
-        _config(tmp_path, match_params="resnet2O")
-    with pytest.raises(ValueError, match="give train_steps or num_epochs"):
-        _config(tmp_path, recipe={"train_steps": 0})
+    for changes, message in [({"baselines": ("resnet20", "resnet20")}, "names a model twice"),
+                             ({"baselines": ()}, "nothing to promote"), ({"match_params": "resnet2O"}, "match_params"),
+                             ({"at_target": 0.8}, "at_target: an accuracy in \\(0, 1\\) .* got 0.8 without a --search_dir"),
+                             ({"recipe": {"train_steps": 0}}, "give train_steps or num_epochs")]:
+        with pytest.raises(ValueError, match=message):
+            _config(tmp_path, **changes)
 
 
 def test_a_rerun_keeps_the_plan_or_names_what_changed(tmp_path):
@@ -103,6 +101,7 @@ def test_a_plan_made_before_a_recipe_field_existed_resumes_at_its_default(tmp_pa
     saved = json.loads(path.read_text())
     for name in ("nesterov", "ema_decay"):  # as a plan written before these fields reads
         del saved["settings"]["recipe"][name]
+    del saved["settings"]["at_target"]  # and before promote's --at_target
     path.write_text(json.dumps(saved))
     assert open_plan(_config(tmp_path, recipe=recipe)) == plan
     with pytest.raises(ValueError, match=r"recipe.ema_decay: 0.0 -> 0.9999"):

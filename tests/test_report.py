@@ -81,6 +81,9 @@ def test_report_tables_and_figures(runs):
         "1.0 min, 0.50x the time of resnet20 (2.0 min), a lead beyond noise (resnet20 had not finished an "
         "evaluation by then).")  # the report opens with the race; cells and ResNet-20: no change named
     assert page.split("<h2>")[0].endswith(f'<p class="headline">{html.escape(text.split(chr(10))[0])}</p>\n')
+    loaded[2].settings["at_target"] = 0.78  # promoted by a re-ranking: the headline says so
+    opening = build_report(loaded)[1].split("\n")[0]
+    assert opening.endswith(" The searches' trials were ranked again at 0.78 (promote --at_target).")
     assert "On accuracy, the search's pick, re-trial" in text
     assert "), beats resnet20 (top-1 0.5000 [0.4902, 0.5098] on 10,000 images" in text
     assert "Chance is 0.1000." in text

@@ -115,10 +115,11 @@ def test_the_progress_line_shows_each_running_trials_step_and_rate_from_its_prog
     assert "running:" not in progress_line(algorithm, 10, done_at_start=1, elapsed_s=240)  # no dirs: as before
 
 
-def test_a_time_to_accuracy_search_is_scored_again_at_a_lower_target_from_its_curves(tmp_path):
+def _curve_search(out) -> None:
+    """A time-to-accuracy search (0.8 in 100 s) of 4 trials with their curves: trial 0 hits 0.8 at
+    60 s, 1 misses it by 0.001 but reaches 0.78 first, 2 and 3 alike (3 with fewer parameters)."""
     from core.proxy_config import ProxyConfig
 
-    out = tmp_path / "s"
     out.mkdir()
     proxy = ProxyConfig(target_accuracy=0.8, target_seconds=100.0)
     (out / "search_config.json").write_text(json.dumps({"max_trials": 3, "proxy": proxy.to_dict()}))
@@ -126,10 +127,15 @@ def test_a_time_to_accuracy_search_is_scored_again_at_a_lower_target_from_its_cu
                                   objective="seconds_to_target", mode="min", journal_path=str(out / "journal.jsonl"))
     curves = [[[30, 0.7], [60, 0.81]], [[20, 0.75], [40, 0.79], [60, 0.795], [100, 0.799]], [[25, 0.6], [50, 0.78]],
               [[25, 0.6], [50, 0.78]]]
-    for curve, params in zip(curves, [10, 10, 10, 5]):  # the last ties with the one before, with fewer parameters
+    for curve, params in zip(curves, [10, 10, 10, 5]):
         scored = proxy.seconds_to_target_on(curve)
         search.tell(search.ask().trial_id, {**scored, "target_curve": curve, "params": params})
     search.close()
+
+
+def test_a_time_to_accuracy_search_is_scored_again_at_a_lower_target_from_its_curves(tmp_path):
+    out = tmp_path / "s"
+    _curve_search(out)
     assert amoeba("results", str(out), "--format=json").stdout.count('"trial_id"') == 4
     rows = json.loads(amoeba("results", str(out), "--format=json", "--at_target=0.78").stdout)
     assert [(r["trial_id"], r["time_to_target_s"]) for r in rows] == [(1, 40), (3, 50), (2, 50), (0, 60)]
@@ -137,3 +143,26 @@ def test_a_time_to_accuracy_search_is_scored_again_at_a_lower_target_from_its_cu
     assert json.loads(amoeba("results", str(out), "--format=json").stdout)[0]["trial_id"] == 0  # at 0.8: its hit
     over = amoeba("results", str(out), "--at_target=0.9", check=False)
     assert over.returncode == 1 and "--at_target: 0.9 must lie in (0, 0.8]" in over.stderr
+
+
+def test_promote_at_target_trains_the_search_ranked_again_there(tmp_path):
+    import re
+
+    import pytest
+
+    from experiments.promote_config import PromoteConfig
+    from experiments.promote_plan import open_plan, top_genotypes
+
+    out = tmp_path / "s"
+    _curve_search(out)
+    config = PromoteConfig(output_dir=str(tmp_path / "p"), data=str(tmp_path / "data"), search_dirs=(str(out),),
+                           recipe={"num_cells": 1, "train_steps": 6, "image_size": 16}, top_k=2, at_target=0.78)
+    assert [(m.search_trial_id, m.search_rank) for m in open_plan(config)] == [(1, 1), (3, 2)]
+    assert [m.search_trial_id for m in top_genotypes(str(out), 2)] == [0, 1]  # at the search's own 0.8
+    audited = top_genotypes(str(out), 1, audit_k=3, at_target=0.78)  # drawn from below, ranked at 0.78
+    assert [(m.search_trial_id, m.search_rank) for m in audited] == [(1, 1), (3, 2), (2, 3), (0, 4)]
+    with pytest.raises(ValueError, match=f"--search_dir {re.escape(str(out))}: --at_target: 0.9 must lie in"):
+        top_genotypes(str(out), 1, at_target=0.9)
+    (out / "search_config.json").write_text("{}")
+    with pytest.raises(ValueError, match=f"--search_dir {re.escape(str(out))}: search_config.json: --at_target needs"):
+        top_genotypes(str(out), 1, at_target=0.78)

@@ -70,20 +70,13 @@ def main(args: list[str]) -> None:
 
 def _at_target(table: Any, algorithm: Any, out: str) -> Any:
     """`table` scored again at --at_target (experiments/results.py at_target), its top --top rows."""
-    from core.storage import read_json
-    from experiments.layout import CONFIG
-    from experiments.results import at_target
+    from experiments.results import at_target, searched_target
 
     if FLAGS.front:
         raise app.UsageError("--at_target ranks every trial by its time to a target; --front is a Pareto "
                              "search's: give one")
     try:
-        proxy = read_json(os.path.join(out, CONFIG))["proxy"]
-        searched = (float(proxy["target_accuracy"]), float(proxy["target_seconds"]))
-    except (OSError, KeyError, TypeError, ValueError) as err:
-        raise app.UsageError(f"{out}: --at_target needs the search's {CONFIG} with its proxy's target: {err!r}")
-    try:
-        table = at_target(table, algorithm, searched, FLAGS.at_target)
+        table = at_target(table, algorithm, searched_target(out), FLAGS.at_target)
     except ValueError as err:
         raise app.UsageError(f"{out}: {err}") from None
     return table.head(FLAGS.top) if FLAGS.top else table

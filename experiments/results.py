@@ -169,7 +169,7 @@ def at_target(table: pd.DataFrame, algorithm: SearchAlgorithm, searched: tuple[f
 def searched_target(search_dir: str) -> tuple[float, float]:
     """A --target_accuracy search's target accuracy and seconds, from its search_config.json (the
     proxy's target only: the rest may not load on another machine). ValueError naming the file (the
-caller names the dir)."""
+    caller names the dir)."""
     path = os.path.join(search_dir, CONFIG)
     try:
         proxy = read_json(path)["proxy"]

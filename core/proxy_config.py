@@ -69,7 +69,6 @@ PROXY_RENAMED = {"batch_size": "train_batch_size", "warmup_epochs": "lr_warmup_e
 # promote` counts (DAWNBench's). A search made while it counted training only recorded none.
 # steady: the same count at the trial's steady pace (its steps x their median, its evaluations x
 # theirs): the trace and the waits on the input pipeline between steps left out
-CURVE_KEY = "target_curve"  # a --target_accuracy trial's evaluations in its metrics: [seconds, accuracy] each
 TARGET_CLOCK = "training_and_evaluations"
 TARGET_CLOCKS = (TARGET_CLOCK, "steady")
 LATENCY_RUNTIMES = ("keras", "tflite")  # trainer/candidate_network.py's batch-1 latency, by runtime

@@ -17,7 +17,6 @@ import logging
 import os
 from typing import Any, Callable
 
-from core.proxy_config import CURVE_KEY
 from ray.tune.result import AUTO_RESULT_KEYS
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from ray.tune.search import Searcher
@@ -31,7 +30,7 @@ TUNE_KEYS = frozenset(AUTO_RESULT_KEYS) | {"trial_id", "done", "experiment_tag"}
 # a result, for every trial, for the whole search (about 40 KB a trial for our 25 numbers); only
 # the objective goes to Tune as a number.
 METRICS_KEY = "trial_metrics_json"
-# CURVE_KEY (core/proxy_config.py): the one list a trial's metrics may hold, trainer/candidate_loop.py's
+CURVE_KEY = "target_curve"  # the one list a trial's metrics may hold: trainer/candidate_loop.py's
 
 
 def tune_result(metrics: dict[str, Any], objective: str = "val_accuracy") -> dict[str, Any]:

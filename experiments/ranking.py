@@ -14,9 +14,11 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Iterable, Mapping
 
-from core.proxy_config import CURVE_KEY as CURVE, ProxyConfig
+from core.proxy_config import ProxyConfig
 from evolution import SearchAlgorithm
 from evolution.algorithms import Outcome, Trial
+
+CURVE = "target_curve"  # a --target_accuracy trial's evaluations: [seconds, accuracy] each
 
 
 def score_name(algorithm: SearchAlgorithm) -> str:

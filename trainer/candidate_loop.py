@@ -34,7 +34,7 @@ from typing import Any, Callable
 import keras
 import tensorflow as tf
 
-from core.proxy_config import CURVE_KEY, ProxyConfig
+from core.proxy_config import ProxyConfig
 from trainer.candidate_network import (batch1_latency_ms, inference_function, median_ms, proxy_network,
                                        tflite_batch1_latency_ms)
 from core.trial_state import StepProgress, fixed_steps, record_steps
@@ -244,7 +244,7 @@ class ProxyTraining:
         best = max(accuracy for _, accuracy in self.curve)
         return {"seconds_to_target": self.proxy.seconds_to_target(self.reached_s, best),
                 "time_to_target_s": self.reached_s, "best_val_accuracy": best, "evaluations": len(self.curve),
-                CURVE_KEY: [list(point) for point in self.curve]}
+                "target_curve": [list(point) for point in self.curve]}
 
     def evaluate(self) -> dict[str, float | None]:
         """Accuracy and mean loss on the validation images (of the averaged weights with

@@ -22,6 +22,7 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from ray.tune.search import Searcher
 
 from evolution.base import SearchAlgorithm
+from evolution.objectives import CURVE_KEY
 from evolution.rungs import CONTINUE
 
 log = logging.getLogger(__name__)
@@ -30,7 +31,6 @@ TUNE_KEYS = frozenset(AUTO_RESULT_KEYS) | {"trial_id", "done", "experiment_tag"}
 # a result, for every trial, for the whole search (about 40 KB a trial for our 25 numbers); only
 # the objective goes to Tune as a number.
 METRICS_KEY = "trial_metrics_json"
-CURVE_KEY = "target_curve"  # the one list a trial's metrics may hold: trainer/candidate_loop.py's
 
 
 def tune_result(metrics: dict[str, Any], objective: str = "val_accuracy") -> dict[str, Any]:

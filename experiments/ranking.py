@@ -17,8 +17,7 @@ from typing import Any, Callable, Iterable, Mapping
 from core.proxy_config import ProxyConfig
 from evolution import SearchAlgorithm
 from evolution.algorithms import Outcome, Trial
-
-CURVE = "target_curve"  # a --target_accuracy trial's evaluations: [seconds, accuracy] each
+from evolution.objectives import CURVE_KEY
 
 
 def score_name(algorithm: SearchAlgorithm) -> str:
@@ -97,12 +96,12 @@ def rescored(algorithm: SearchAlgorithm, searched: tuple[float, float], accuracy
         raise ValueError(f"--at_target: {accuracy:g} must lie in (0, {target_accuracy:g}], the search's "
                          "--target_accuracy (each trial stopped once it reached that)")
     ok = [t for t, o in algorithm.outcomes.items() if o.status == "ok"]
-    unscored = [t for t in ok if not algorithm.outcomes[t].metrics.get(CURVE)]
+    unscored = [t for t in ok if not algorithm.outcomes[t].metrics.get(CURVE_KEY)]
     if unscored:
-        raise ValueError(f"--at_target: trials {unscored} have no {CURVE} (a search scored before "
+        raise ValueError(f"--at_target: trials {unscored} have no {CURVE_KEY} (a search scored before "
                          "2026-12-05 kept only the time to its own target)")
     rescore = ProxyConfig(target_accuracy=accuracy, target_seconds=target_seconds, timeout_s=0)
-    return {t: rescore.seconds_to_target_on(algorithm.outcomes[t].metrics[CURVE]) for t in ok}
+    return {t: rescore.seconds_to_target_on(algorithm.outcomes[t].metrics[CURVE_KEY]) for t in ok}
 
 
 def ranked_by(algorithm: SearchAlgorithm, scores: Mapping[int, Mapping[str, float]], k: int | None = None,

@@ -10,6 +10,7 @@ import keras
 import numpy as np
 import pytest
 
+from evolution.objectives import CURVE_KEY
 from searchspace import CONVNET_REFERENCES, ConvNetGenotype, ConvNetSpace, Stage, convnet_space, genotype_from_json
 from searchspace.convnet import AIRBENCH94, MUTATIONS, RESNET9
 
@@ -198,7 +199,7 @@ def test_a_search_sized_to_its_data_calibrates_then_its_best_is_trained_by_amoeb
     algorithm = resume(f"{out}/journal.jsonl", read_only=True)
     assert algorithm.trials[0].genotype == AIRBENCH94 and algorithm.space.to_config()["stage_counts"] == [2, 3]
     assert algorithm.objective == "seconds_to_target" and algorithm.outcomes[1].reused_from == 0
-    curve = algorithm.outcomes[0].metrics["target_curve"]  # through Tune into the journal, for --at_target
+    curve = algorithm.outcomes[0].metrics[CURVE_KEY]  # the trainer's key, via Tune to the journal
     assert curve[-1][1] == algorithm.outcomes[0].metrics["val_accuracy"]
     first = min(curve[0][1], proxy["target_accuracy"])  # the accuracy of its first evaluation
     lower = amoeba_here("results", out, f"--at_target={first!r}", "--format=json").stdout

@@ -239,8 +239,8 @@ class ProxyTraining:
     def target_metrics(self) -> dict[str, Any]:
         """seconds_to_target, the objective (ProxyConfig.seconds_to_target): the time to the target
         accuracy (time_to_target_s), or for a candidate that missed it, at least target_seconds; and
-        target_curve, each evaluation's [seconds, accuracy], which `amoeba results --at_target`
-        scores again at a lower target without training."""
+        target_curve (evolution/objectives.py's CURVE_KEY), each evaluation's [seconds, accuracy],
+        which `amoeba results --at_target` scores again at a lower target without training."""
         best = max(accuracy for _, accuracy in self.curve)
         return {"seconds_to_target": self.proxy.seconds_to_target(self.reached_s, best),
                 "time_to_target_s": self.reached_s, "best_val_accuracy": best, "evaluations": len(self.curve),

@@ -2,7 +2,10 @@
 
 import json
 import os
+import re
 from dataclasses import replace
+
+import pytest
 
 from evolution import RegularizedEvolution
 from experiments.progress import journal_pace, progress_line, status_line
@@ -146,10 +149,6 @@ def test_a_time_to_accuracy_search_is_scored_again_at_a_lower_target_from_its_cu
 
 
 def test_promote_at_target_trains_the_search_ranked_again_there(tmp_path):
-    import re
-
-    import pytest
-
     from experiments.promote_config import PromoteConfig
     from experiments.promote_plan import open_plan, top_genotypes
 

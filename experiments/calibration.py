@@ -1,8 +1,10 @@
 """The calibration before a search sized to its data (experiments/sizing.py) that was given no
 --target_accuracy: airbench94 trained once by the search's own proxy, as a one-trial search of its
 own in OUTPUT_DIR/calibration (journaled like any search: a rerun reads its result back and
-trains nothing). Its validation accuracy at the end and its seconds give the search its target, its
-time limits and its length, and the line printed says what the search will take.
+trains nothing; one that failed, an error recorded as the trial's, is trained again by a rerun, as
+--retry_failed would). Its validation accuracy at the end and its seconds give the search its
+target, its time limits and its length; the lines printed say what the search will take and, at the
+same pace, what the promote after it will (the search's budget does not cover that).
 
 Must not train anything itself: the trial runs through experiments/search.py like every other.
 """
@@ -16,6 +18,7 @@ from typing import Any, Collection
 from experiments import sizing
 from experiments.search import SearchHalted, run_search
 from experiments.search_config import SearchConfig, open_search
+from core.proxy_config import plan_split
 
 log = logging.getLogger(__name__)
 # where each calibrated value goes: (field of SearchConfig, or of its proxy)
@@ -38,6 +41,7 @@ def calibrate(config: SearchConfig, given: Collection[tuple[str, ...]] = ()) -> 
     ("max_trials",), ("proxy", "timeout_s")); ValueError when the calibration run failed."""
     probe = calibration_config(config)
     algorithm = open_search(probe)
+    _retry_failure(algorithm, probe.output_dir)
     if algorithm.completed() < 1:
         log.info("calibrating: %s trained once by the proxy (%d epochs of %d images) to size the search's target; "
                  "in %s", sizing.SEED, probe.proxy.epochs, probe.proxy.train_images, probe.output_dir)
@@ -49,15 +53,46 @@ def calibrate(config: SearchConfig, given: Collection[tuple[str, ...]] = ()) -> 
         algorithm.close()
     found = [o for o in algorithm.outcomes.values() if o.status == "ok"]
     if not found:
-        failed = next(iter(algorithm.outcomes.values()), None)
-        raise ValueError(f"calibration ({probe.output_dir}): {sizing.SEED} did not train on this data: "
-                         f"{failed.error if failed else 'no result'}; give --target_accuracy to skip it")
+        raise ValueError(failure_message(probe.output_dir, next(iter(algorithm.outcomes.values()), None)))
     metrics = found[0].metrics
-    accuracy = float(metrics["val_accuracy"])
-    values = sizing.calibrated(accuracy, float(metrics["trial_seconds"]))
+    accuracy, seconds = float(metrics["val_accuracy"]), float(metrics["trial_seconds"])
+    try:
+        values = sizing.calibrated(accuracy, seconds)
+    except ValueError as err:
+        raise ValueError(f"{err} (or delete {probe.output_dir} to calibrate again)") from None
     changes = _apply(config, values, given)
-    print(calibration_line(accuracy, float(metrics["trial_seconds"]), changes), flush=True)
+    print(calibration_line(accuracy, seconds, changes), flush=True)
+    if config.proxy.data:
+        facts = sizing.DataFacts.read(config.proxy.data)
+        images = plan_split(probe.proxy, facts.train_images).num_train * probe.proxy.epochs  # what it trained
+        print(sizing.promote_line(facts, seconds / images), flush=True)
     return changes
+
+
+def _retry_failure(algorithm: Any, where: str) -> None:
+    """A calibration whose trial failed before (an error, out of memory, NaN: recorded as its
+    result) is trained again by this run, as --retry_failed would; not an infeasible one (over a
+    limit of the search's: a rerun would find it so again) nor one with rungs."""
+    outcomes = algorithm.outcomes.values()
+    if algorithm.rungs is not None or any(o.status == "ok" for o in outcomes):
+        return
+    try:
+        retried = algorithm.retry_failed()
+    except BaseException:
+        algorithm.close()
+        raise
+    if retried:
+        log.info("calibration (%s): its run failed before; training it again", where)
+
+
+def failure_message(where: str, failed: Any) -> str:
+    """What a calibration that did not end with a result says: what failed and what to do."""
+    what = f"{failed.status}: {failed.error}" if failed is not None else "no result"
+    return (f"calibration ({where}): {sizing.SEED}, trained once on this data to set the search's target and length, "
+            f"did not end with a result ({what}). Fix the cause and run the same command again: a rerun trains a "
+            f"failed calibration again (delete {where} to start it afresh, as after changing the search's limits); "
+            "or skip the calibration: give --target_accuracy and --target_seconds (the validation accuracy "
+            "candidates race to and the seconds each gets to reach it)")
 
 
 def _apply(config: SearchConfig, values: dict[str, Any], given: Collection[tuple[str, ...]]) -> SearchConfig:

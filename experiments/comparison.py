@@ -16,7 +16,7 @@ import pandas as pd
 
 from experiments import noise
 from experiments.report_figures import duration
-from experiments.targets import column, parse_column
+from experiments.targets import column, first_at, parse_column
 
 EXPORT_CHOICES = ("accuracy", "time_to_target")  # what --export_choice may say (experiments/promote_config.py)
 TRIVIAL_TOP5_CLASSES = 5  # with this many classes or fewer, top-5 is 1.0 for every model
@@ -51,13 +51,35 @@ def search_picks(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def contenders(table: pd.DataFrame) -> pd.DataFrame:
-    """The models an export chooses among: each search's pick and the baselines that finished."""
-    return pd.concat([search_picks(table), table[(table.kind == "baseline") & (table.status == "ok")]])
+    """The models an export chooses among and a race is run between: each search's pick and the
+    baselines that finished; a pick that is a baseline's twin (`same_as`) is that baseline, once."""
+    picks = search_picks(table)
+    if "same_as" in picks:
+        picks = picks[picks.same_as.isna() | (picks.same_as == "")]
+    return pd.concat([picks, table[(table.kind == "baseline") & (table.status == "ok")]])
 
 
-def images(row: pd.Series) -> int | None:
-    """The evaluation images a row's top-1 is over (a comparison written before they were kept: None)."""
-    n = row.get("eval_images")
+def twin_of(cell: pd.Series) -> str | None:
+    """The baseline a searched model is the same network as (trained once, under its name), or None."""
+    twin = cell.get("same_as")
+    return str(twin) if isinstance(twin, str) and twin else None
+
+
+def choice_split(pool: pd.DataFrame) -> tuple[str, str, str]:
+    """(the accuracy column a choice reads, its images column, its name in words): the validation
+    split held out of the training split (`val_top1`) where every model of `pool` has one, else the
+    evaluation split's top-1, said so (a promote run with --validation_images=0, or before it)."""
+    if len(pool) and "val_top1" in pool and pool["val_top1"].notna().all():
+        return "val_top1", "val_images", "validation top-1"
+    return "top1", "eval_images", "top-1"
+
+
+NO_VALIDATION = " (chosen on the evaluation split: the promote held out no validation split)"
+
+
+def images(row: pd.Series, column_name: str = "eval_images") -> int | None:
+    """The images a row's top-1 (`val_images`: its validation top-1) is over (None: not kept)."""
+    n = row.get(column_name)
     return int(n) if n is not None and pd.notna(n) else None
 
 
@@ -65,29 +87,37 @@ def _top1(row: pd.Series) -> str:
     return f"top-1 {noise.shown(row.top1, images(row))}"
 
 
-def choose(table: pd.DataFrame, by: str, target: float | None = None) -> tuple[str, str]:
-    """(the model to export, why, in words), among each search's pick and the baselines: by "accuracy",
-    the most accurate (ties: fewer parameters), saying when it is within noise of the next; by
-    "time_to_target", the first to top-1 `target` (a miss ranks after every hit, then by accuracy).
-    ValueError when none finished."""
+def choose(table: pd.DataFrame, by: str, target: float | None = None,
+           histories: Mapping[str, list] | None = None) -> tuple[str, str]:
+    """(the model to export, why, in words), among each search's pick and the baselines, on the
+    validation split (choice_split; never the evaluation split where one was held out): by
+    "accuracy", the most accurate (ties: fewer parameters), saying when it is within noise of the
+    next; by "time_to_target", the first to validation top-1 `target` in its evaluation history
+    (`histories`: name -> rows; a miss ranks after every hit, then by accuracy). ValueError when none
+    finished."""
     pool = contenders(table)
     if pool.empty:
         raise ValueError("--export_dir: no model finished, nothing to export")
     among = _among(search_picks(table))
+    metric, counts, said = choice_split(pool)
     if by == "time_to_target":
-        return _first_to(pool, target, among)
-    order = pool.sort_values(["top1", "params"], ascending=[False, True])
+        name, why = _first_to(pool, target, among, (metric, counts, said), histories or {})
+        return name, why + (NO_VALIDATION if metric == "top1" else "")
+
+    def shown(row: pd.Series) -> str:
+        return f"{said} {noise.shown(row[metric], images(row, counts))}"
+
+    order = pool.sort_values([metric, "params"], ascending=[False, True])
     winner = order.iloc[0]
-    why = f"the most accurate {among}, {_top1(winner)}"
+    why = f"the most accurate {among}, {shown(winner)}"
     if len(order) > 1:
         second = order.iloc[1]
-        word = noise.compared(winner.top1, images(winner), second.top1, images(second))
-        why += f"; it {word} {second['name']} ({_top1(second)})"
+        word = noise.compared(winner[metric], images(winner, counts), second[metric], images(second, counts))
+        why += f"; it {word} {second['name']} ({shown(second)})"
         if word == "is within noise of":
-            timed = target is not None and column("time", "top1", target) in pool
             why += (": a toss-up on accuracy (--export_choice=time_to_target "
-                    f"{'' if timed else 'with --target_top1 '}exports the first to a target)")
-    return winner["name"], why
+                    f"{'' if target is not None else 'with --target_top1 '}exports the first to a target)")
+    return winner["name"], why + (NO_VALIDATION if metric == "top1" else "")
 
 
 def _among(picks: pd.DataFrame) -> str:
@@ -101,21 +131,30 @@ def _among(picks: pd.DataFrame) -> str:
     return "of " + _joined([*(_who(cell, named=True) for _, cell in picks.iterrows()), "the baselines"])
 
 
-def _first_to(pool: pd.DataFrame, target: float | None, among: str) -> tuple[str, str]:
-    """choose's "time_to_target": the contender of `pool` first to top-1 `target`, and why."""
-    name = column("time", "top1", target) if target else None
-    if name not in pool:
-        raise ValueError(f"--export_choice=time_to_target: no time to top-1 {target} in the comparison "
-                         "(give --target_top1)")
-    times = pool[name].astype(float)
-    order = pool.assign(_missed=times.isna(), _time=times, _top1=-pool.top1).sort_values(
+def _first_to(pool: pd.DataFrame, target: float | None, among: str, split: tuple[str, str, str],
+              histories: Mapping[str, list]) -> tuple[str, str]:
+    """choose's "time_to_target": the contender of `pool` first to `target` on the split choice_split
+    chose (its evaluation history's `metric`; the comparison's time column where the split is the
+    evaluation split's and no history is given), and why."""
+    metric, counts, said = split
+    if not target:
+        raise ValueError("--export_choice=time_to_target: no target to race to (give --target_top1)")
+    if metric == "top1" and not histories and column("time", "top1", target) in pool:
+        times = pool[column("time", "top1", target)].astype(float)
+    elif all(histories.get(name) for name in pool["name"]):
+        times = pd.Series([first_at(histories[name], metric, target) for name in pool["name"]],
+                          index=pool.index, dtype=float)
+    else:
+        raise ValueError(f"--export_choice=time_to_target: no evaluation history to time {said} {target:g} by")
+    order = pool.assign(_missed=times.isna(), _time=times, _top1=-pool[metric]).sort_values(
         ["_missed", "_time", "_top1", "params"])
     winner, rest = order.iloc[0], order.iloc[1:]
     if pd.isna(winner["_time"]):
-        return winner["name"], f"none reached top-1 {target:g}: the most accurate {among}, {_top1(winner)}"
+        return winner["name"], (f"none reached {said} {target:g}: the most accurate {among}, "
+                                f"{said} {noise.shown(winner[metric], images(winner, counts))}")
     others = "".join(f"; {r['name']}: {duration(r['_time']) if pd.notna(r['_time']) else 'missed'}"
                      for _, r in rest.iterrows())
-    return winner["name"], f"the first to top-1 {target:g} ({duration(winner['_time'])}{others}) {among}"
+    return winner["name"], f"the first to {said} {target:g} ({duration(winner['_time'])}{others}) {among}"
 
 
 def promote_verdict(table: pd.DataFrame, seeds: Mapping[str, str] | None = None) -> str | None:
@@ -129,6 +168,10 @@ def promote_verdict(table: pd.DataFrame, seeds: Mapping[str, str] | None = None)
     sentences = []
     for _, cell in picks.iterrows():
         who = _who(cell)
+        if twin_of(cell):
+            sentences.append(f"On accuracy, {who}, {cell['name']}, is {twin_of(cell)} itself, the same network, "
+                             f"trained once ({_top1(cell)}): no race of a model with itself.")
+            continue
         seed = (seeds or {}).get(cell["name"])
         against = _joined([f"{noise.compared(cell.top1, images(cell), b.top1, images(b))} {b['name']} "
                            f"({_top1(b)}, {int(b.params):,} parameters, {b.epochs:.1f} epochs)"
@@ -147,7 +190,8 @@ def promote_verdict(table: pd.DataFrame, seeds: Mapping[str, str] | None = None)
         if parsed and parsed[0] != "macs" and table[name].notna().any():
             measure, metric, target = parsed
             what = f"{measure} to {metric} {target:g}" if target else f"{measure} to the {metric} target"
-            sentences += [_race(cell, baselines, name, what, measure) for _, cell in picks.iterrows()]
+            sentences += [_race(cell, baselines, name, what, measure) for _, cell in picks.iterrows()
+                          if not twin_of(cell)]
     return " ".join(sentences)
 
 

@@ -2,11 +2,16 @@
 whether the lead is beyond noise, and what the search's pick changed against the nearest baseline
 (or that it is the seed the search was given).
 
-The target: the highest of the promote's top-1 targets (--target_top1) that one of the contenders
-(each search's pick and the baselines: experiments/comparison.py) reached; with none given or none
-reached, the best baseline's final top-1, so the sentence says whether a searched net gets to the
-best hand-designed net's accuracy sooner than it. Times are DAWNBench's: the end of the first
-evaluation at or over the target (experiments/targets.py).
+The target is chosen on the validation split a promote holds out of the training split (never on
+the evaluation split, whose figures it then times): the highest of the promote's top-1 targets
+(--target_top1) that one of the contenders (each search's pick and the baselines:
+experiments/comparison.py) reached on it; with none given or none reached, the best baseline's final
+validation top-1, so the sentence says whether a searched net gets to the best hand-designed net's
+accuracy sooner than it. A promote without a validation split (--validation_images=0, or made
+before it) falls back to the evaluation split's figures. Once the target is fixed, times are
+DAWNBench's, on the evaluation split: the end of the first evaluation at or over the target
+(experiments/targets.py). A search's pick that is a baseline's twin is that baseline: said so, never
+raced against itself.
 
 The noise: a time to a target rests on one evaluation set. At the winner's time, the runner-up's
 last evaluation so far is taken; when its Wilson 95% interval reaches the target, the runner-up
@@ -22,7 +27,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from experiments import noise
-from experiments.comparison import contenders, images, search_picks
+from experiments.comparison import choice_split, contenders, images, search_picks, twin_of
 from experiments.report_figures import duration
 from experiments.targets import column, first_at, parse_column
 
@@ -49,7 +54,8 @@ def headline(table: pd.DataFrame, histories: Mapping[str, History], genotypes: M
     else:
         said = _race(reached, rows, target, why, histories)
         said += _pick_race(said, picks, reached, times)
-    change = _pick_change(picks, table, genotypes or {}, seeds or {})
+    twin = twin_of(picks.iloc[0]) if not picks.empty else None
+    change = _twin_said(picks.iloc[0], seeds or {}) if twin else _pick_change(picks, table, genotypes or {}, seeds or {})
     said += f"; {change}" if change else ""
     return said[0].upper() + said[1:] + "."
 
@@ -57,7 +63,7 @@ def headline(table: pd.DataFrame, histories: Mapping[str, History], genotypes: M
 def _pick_race(said: str, picks: pd.DataFrame, reached: list[tuple[float, str]],
                times: Mapping[str, float | None]) -> str:
     """`; the search's pick (NAME) took 31 min (1.12x)` where the sentence has not named it yet."""
-    if picks.empty or f"{picks.iloc[0]['name']}" in said:
+    if picks.empty or f"{picks.iloc[0]['name']}" in said or twin_of(picks.iloc[0]):
         return ""
     pick = picks.iloc[0]
     mine = times.get(pick["name"])
@@ -68,18 +74,37 @@ def _pick_race(said: str, picks: pd.DataFrame, reached: list[tuple[float, str]],
 
 def race_target(table: pd.DataFrame, pool: pd.DataFrame, histories: Mapping[str, History]
                 ) -> tuple[float | None, str]:
-    """(the target, how it was chosen): the highest --target_top1 a contender reached, else the best
-    baseline's final top-1 (None without a finished baseline)."""
+    """(the target, how it was chosen), on the validation split (comparison.choice_split): the highest
+    --target_top1 a contender reached there, else the best baseline's final validation top-1 (None
+    without a finished baseline). Without a validation split: the evaluation split's, as before."""
+    metric, _, said = choice_split(pool)
+    on = " on the validation split" if metric != "top1" else ""
     given = sorted({p[2] for p in map(parse_column, table) if p and p[:2] == ("time", "top1") and p[2]},
                    reverse=True)
     for target in given:
-        if any(time_to(row, target, histories) is not None for _, row in pool.iterrows()):
-            return target, "the highest target any model reached"
+        if any(_reached(row, target, histories, metric) for _, row in pool.iterrows()):
+            return target, f"the highest target any model reached{on}"
     baselines = pool[pool.kind == "baseline"]
     if baselines.empty:
         return None, ""
-    best = baselines.sort_values("top1", ascending=False).iloc[0]
-    return float(best.top1), f"{best['name']}'s final top-1, the best baseline's"
+    best = baselines.sort_values(metric, ascending=False).iloc[0]
+    if metric == "top1":
+        return float(best.top1), f"{best['name']}'s final top-1, the best baseline's"
+    return float(best[metric]), f"{best['name']}'s final {said}, the best baseline's{on}"
+
+
+def _reached(row: pd.Series, target: float, histories: Mapping[str, History], metric: str) -> bool:
+    """Whether a model's evaluations reached `target` in `metric` (top1: time_to's reading)."""
+    if metric == "top1":
+        return time_to(row, target, histories) is not None
+    return first_at(histories.get(row["name"]) or [], metric, target) is not None
+
+
+def _twin_said(pick: pd.Series, seeds: Mapping[str, str]) -> str:
+    """`the search's pick (NAME) is airbench94 itself: ...`, for a pick that is a baseline's twin."""
+    seed = f", {seeds[pick['name']]}," if pick["name"] in seeds else ""
+    return (f"the search's pick ({pick['name']}){seed} is {twin_of(pick)} itself: the same network, trained once "
+            "under that name, so it races only the other baselines")
 
 
 def time_to(row: pd.Series, target: float, histories: Mapping[str, History]) -> float | None:

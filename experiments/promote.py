@@ -37,7 +37,7 @@ from core.train_config import PROGRESS, config_from_saved
 RESULT_KEY = "promote_result"  # the trial's result.json, as JSON text in its Tune report
 COMPARISON_COLUMNS = [
     "name", "kind", "model", "status", "params", "multiply_adds", "top1", "top1_low", "top1_high", "eval_images",
-    "chance_top1", "top5", "epochs", "wall_seconds", "images_per_sec", "filters", "search_trial_id",
+    "val_top1", "val_images", "chance_top1", "top5", "epochs", "wall_seconds", "images_per_sec", "filters", "search_trial_id",
     "search_rank", "search_val_accuracy", "search_dir", "same_as", "error",
 ]  # and after images_per_sec, time, training multiply-adds and cost to each target (experiments/targets.py)
 
@@ -71,8 +71,8 @@ def promote_trial(config: dict[str, Any], threads: int) -> None:
         "loss": final["loss"], "steps": steps, "epochs": steps * train_config.train_batch_size /
         trainer.info.num_train_images, "wall_seconds": wall,
         "images_per_sec": steps * train_config.train_batch_size / wall if wall else None,
-        "num_eval_images": final["num_examples"],
-        "history": trainer.evaluations(),
+        "num_eval_images": final["num_examples"], "val_top1": final.get("val_top1"),
+        "val_images": final.get("val_examples"), "history": trainer.evaluations(),
     }
     storage.write_json(storage.join(train_config.model_dir, RESULT), result)
     tune.report({"top1": final["top1"], RESULT_KEY: json.dumps(result)})  # for a driver on another machine
@@ -169,7 +169,7 @@ def comparison_table(config: PromoteConfig, planned: list[PlannedModel], errors:
                "search_val_accuracy": m.search_val_accuracy, "search_dir": m.search_dir, "same_as": m.same_as,
                "status": "ok" if result else ("failed" if error else "pending"), "error": error}
         row.update({k: result.get(k) for k in ("params", "multiply_adds", "top1", "top5", "epochs", "wall_seconds",
-                                                "images_per_sec")})
+                                                "images_per_sec", "val_top1", "val_images")})
         row.update(_top1_noise(result, trained.model_dir))
         row.update(to_targets(result.get("history", []), config.targets(), result.get("multiply_adds"),
                               trained.train_batch_size, config.cost_per_hour))
@@ -190,7 +190,7 @@ def _top1_noise(result: dict, model_dir: str) -> dict:
     return {"top1_low": low, "top1_high": high, "eval_images": n, "chance_top1": 1 / classes if classes else None}
 
 
-INTEGER_COLUMNS = {"eval_images": "Int64", "params": "Int64", "multiply_adds": "Int64", "filters": "Int64",
+INTEGER_COLUMNS = {"eval_images": "Int64", "val_images": "Int64", "params": "Int64", "multiply_adds": "Int64", "filters": "Int64",
                    "search_trial_id": "Int64", "search_rank": "Int64"}
 
 
@@ -207,17 +207,28 @@ def read_comparison(output_dir: str) -> pd.DataFrame:
 
 def export_winner(config: PromoteConfig, table: pd.DataFrame) -> tuple[str, str, dict[str, dict]]:
     """Export the model `config.export_choice` picks (experiments/comparison.py's `choose`: each
-    search's pick and the baselines, by top-1 or by time to the highest --target_top1) from its
-    checkpoint to `config.export_dir` in each of `config.export_format` (trainer/export.py); (its
-    name, why in words, each file's parity with the Keras model).
-    ValueError when none finished."""
+    search's pick and the baselines, on the validation split, by top-1 or by time to the highest
+    --target_top1) from its checkpoint to `config.export_dir` in each of `config.export_format`
+    (trainer/export.py); (its name, why in words, each file's parity with the Keras model and its
+    own top-1 on the evaluation split). ValueError when none finished."""
     from trainer.train import load_trainer
 
     target = max(config.target_top1) if config.target_top1 else None
-    winner, why = choose(table, config.export_choice, target)
-    planned = next(m for m in open_plan(config) if m.name == winner)
+    plan = open_plan(config)
+    winner, why = choose(table, config.export_choice, target, histories(config, plan))
+    planned = next(m for m in plan if m.name == winner)
     trainer = load_trainer(model_config(config, planned).model_dir, config.data)
     checks = trainer.export(config.export_dir, config.export_format)  # the averaged weights, with --ema_decay
     if config.mlflow_tracking_uri:
         log_exported_model(config.output_dir, config.mlflow_tracking_uri, winner, config.export_dir)
     return winner, why, checks
+
+
+def histories(config: PromoteConfig, planned: list[PlannedModel]) -> dict[str, list[dict[str, Any]]]:
+    """Each finished model's evaluations (its result.json's history), by name (a twin: its baseline's)."""
+    found = {}
+    for m in planned:
+        path = storage.join(model_config(config, m).model_dir, RESULT)
+        if storage.exists(path):
+            found[m.name] = storage.read_json(path).get("history", [])
+    return found

@@ -59,16 +59,19 @@ class PromoteConfig:
                                               "--filters: the first baseline).")
     target_top1: tuple[float, ...] = _setting((), "Top-1 accuracies to measure the time, training multiply-adds "
                                                   "and cost to (DAWNBench: the first evaluation at or over each; "
-                                                  "e.g. 0.5,0.7).", free=True)
-    target_top5: tuple[float, ...] = _setting((), "Top-5 accuracies to measure them to.", free=True)
+                                                  "e.g. 0.5,0.7); the report's race is to the highest one a "
+                                                  "model reached on the validation split. Fixed by the first run: "
+                                                  "a changed target is a new promote.")
+    target_top5: tuple[float, ...] = _setting((), "Top-5 accuracies to measure them to.")
     export_dir: str | None = _setting(None, "Export the model --export_choice picks here at the end (--export_format), "
                                             "for `amoeba predict` and TF Serving.", free=True)
     export_format: tuple[str, ...] = _setting(("saved_model",), EXPORT_FORMAT_HELP, free=True)
     export_choice: str = _setting("accuracy", "Which model --export_dir exports, among each search's pick (the cell "
                                               "it ranked first, not the best of several on the evaluation split) "
-                                              "and the baselines: accuracy (top-1; says when it is within noise) or "
-                                              "time_to_target (the first to the highest --target_top1).", free=True,
-                                  choices=EXPORT_CHOICES)
+                                              "and the baselines, on the validation split (--validation_images): "
+                                              "accuracy (top-1; says when it is within noise) or time_to_target "
+                                              "(the first to the highest --target_top1). Fixed by the first run: a "
+                                              "changed choice is a new promote.", choices=EXPORT_CHOICES)
     mlflow_tracking_uri: str | None = _setting(None, "Log each promoted model as an MLflow run there (its "
                                                      "comparison row; the exported files as artifacts of the "
                                                      "exported model's run); the experiment is the output dir's "
@@ -174,8 +177,12 @@ def baseline_model(baseline: str) -> tuple[str, float | None]:
 
 
 def with_new_recipe_fields(saved: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
-    """`saved` with each recipe field it lacks and `now` gives, at the field's default: a plan written
-    before a TrainConfig field existed (or without it) was made at that default."""
+    """`saved` with each setting (and recipe field) it lacks and `now` gives, at the field's default: a
+    plan written before a PromoteConfig or TrainConfig field existed (or was kept) was made at that
+    default."""
+    own = {f.name: as_json(f.default) for f in dataclasses.fields(PromoteConfig)
+           if f.default is not dataclasses.MISSING}
+    saved = {**{k: own[k] for k in now if k not in saved and k in own}, **saved}
     if not isinstance(saved.get("recipe"), dict):
         return saved
     defaults = {f.name: as_json(f.default) for f in dataclasses.fields(TrainConfig)

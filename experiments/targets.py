@@ -35,9 +35,9 @@ def parse_column(name: str) -> tuple[str, str, float | None] | None:
 
 
 def first_eval_at(history: list[dict[str, Any]], metric: str, target: float) -> dict[str, Any] | None:
-    """The first evaluation (by step) at or over `target`, or None."""
+    """The first evaluation (by step) at or over `target`, or None (a row without `metric`: not)."""
     for row in sorted(history, key=lambda r: r["step"]):
-        if row[metric] >= target:
+        if row.get(metric) is not None and row[metric] >= target:
             return row
     return None
 

@@ -99,3 +99,57 @@ def test_family_networks_are_the_builders_widths_and_differences_name_each_field
                                               "stage 2 residual 0 -> 2"]
     assert differences(RESNET9, AIRBENCH94)[0] == "stem conv3x3 of 64 -> whiten2x2"
     assert differences(AIRBENCH94, AIRBENCH94) == []
+
+
+def test_a_pick_that_is_a_baselines_twin_is_that_baseline_and_never_races_itself():
+    """Issue 52, defect 5: a sized search's pick is often airbench94 itself; the headline read
+    "airbench94, in 30.0 min, 1.00x the time of the search's pick ..., a lead within noise"."""
+    from experiments.comparison import choose, promote_verdict
+    from experiments.headline import headline
+
+    evals = [(1300, 0.875), (1800, 0.905)]
+    table, histories = _race(evals, evals)
+    histories["resnet9@0.25"] = [{"step": 0, "wall_seconds": 2500.0, "top1": 0.91}]
+    table = pd.concat([table.assign(same_as=["airbench94", None]),
+                       table.iloc[[1]].assign(name="resnet9@0.25", top1=0.91, **{"time_to_top1_0.9_s": 2500.0})],
+                      ignore_index=True)
+    said = headline(table, histories, {"s-trial11": AIRBENCH94.to_json()},
+                    seeds={"s-trial11": "the seed you gave (airbench94, trial 0)"})
+    assert "1.00x" not in said and "the time of the search's pick" not in said
+    assert said.startswith("First to top-1 0.9 (the highest target any model reached): airbench94, in 30.0 min, "
+                           "0.72x the time of resnet9@0.25 (41.7 min)")
+    assert said.endswith("the search's pick (s-trial11), the seed you gave (airbench94, trial 0), is airbench94 "
+                         "itself: the same network, trained once under that name, so it races only the other "
+                         "baselines.")
+    verdict = promote_verdict(table)
+    assert "s-trial11, is airbench94 itself, the same network, trained once" in verdict
+    assert "within noise of airbench94" not in verdict and "s-trial11 (30.0 min)" not in verdict
+    assert choose(table, "accuracy")[0] == "resnet9@0.25"
+
+
+def _validated(table: pd.DataFrame, histories: dict, val: dict[str, list[float]]) -> pd.DataFrame:
+    """`table` and `histories` with a validation top-1 at each evaluation (`val`: name -> per evaluation)."""
+    for name, accuracies in val.items():
+        for row, accuracy in zip(histories[name], accuracies):
+            row["val_top1"] = accuracy
+    return table.assign(val_top1=[val[n][-1] for n in table["name"]], val_images=2_000)
+
+
+def test_the_race_target_and_the_export_are_chosen_on_the_validation_split_not_the_test_split():
+    """Issue 52, defect 4: the target and the exported net came from the evaluation (test) split;
+    they are chosen on the validation split held out of the training split, and the race's times are
+    then read on the test split."""
+    from experiments.comparison import choose
+    from experiments.headline import headline
+
+    table, histories = _race([(1000, 0.87), (1400, 0.912)], [(1300, 0.875), (1800, 0.905)], targets=(0.94,))
+    table = _validated(table, histories, {"s-trial11": [0.86, 0.89], "airbench94": [0.88, 0.91]})
+    said = headline(table, histories, {"s-trial11": RELU.to_json()})
+    assert said.startswith("First to top-1 0.91 (airbench94's final validation top-1, the best baseline's on the "
+                           "validation split): the search's pick (s-trial11), in 23.3 min, the only one to reach it")
+    name, why = choose(table, "accuracy")  # the pick is the more accurate on the test split
+    assert name == "airbench94" and "validation top-1 0.9100" in why and "0.912" not in why
+    name, why = choose(table, "time_to_target", 0.88, histories)
+    assert name == "airbench94" and why.startswith("the first to validation top-1 0.88 (21.7 min; s-trial11: 23.3 min)")
+    with pytest.raises(ValueError, match="no evaluation history"):
+        choose(table, "time_to_target", 0.88)

@@ -87,7 +87,10 @@ def test_config_errors_at_once(tmp_path):
 def test_a_rerun_keeps_the_plan_or_names_what_changed(tmp_path):
     plan = open_plan(_config(tmp_path))
     assert [(m.name, m.kind) for m in plan] == [("resnet20", "baseline")]
-    assert open_plan(_config(tmp_path, max_concurrent=3, target_top1=0.5)) == plan  # how it runs may change
+    assert open_plan(_config(tmp_path, max_concurrent=3, export_dir=str(tmp_path / "e"))) == plan  # how it runs
+    for changed in ({"target_top1": 0.5}, {"export_choice": "time_to_target", "target_top1": 0.5}):
+        with pytest.raises(ValueError, match="target_top1: \\[\\] -> \\[0.5\\]"):  # issue 52, 4: a choice is fixed
+            open_plan(_config(tmp_path, **changed))
     assert open_plan(_config(tmp_path, recipe={"num_cells": 1, "train_steps": 6, "image_size": 16,
                                                "eval_batch_size": 8, "cache": True})) == plan
     with pytest.raises(ValueError, match="train_steps.*use a new --output_dir"):
@@ -101,7 +104,8 @@ def test_a_plan_made_before_a_recipe_field_existed_resumes_at_its_default(tmp_pa
     saved = json.loads(path.read_text())
     for name in ("nesterov", "ema_decay"):  # as a plan written before these fields reads
         del saved["settings"]["recipe"][name]
-    del saved["settings"]["at_target"]  # and before promote's --at_target
+    for name in ("at_target", "target_top1", "target_top5", "export_choice"):  # and before these were kept
+        del saved["settings"][name]
     path.write_text(json.dumps(saved))
     assert open_plan(_config(tmp_path, recipe=recipe)) == plan
     with pytest.raises(ValueError, match=r"recipe.ema_decay: 0.0 -> 0.9999"):
@@ -362,7 +366,7 @@ def test_export_choice_is_one_setting_its_flag_derives_from(tmp_path):
     with pytest.raises(ValueError, match="export_choice: time_to_target needs --target_top1"):
         _config(tmp_path, export_choice="time_to_target")
     config = _config(tmp_path, export_choice="time_to_target", target_top1=(0.5,))
-    assert "export_choice" not in config.settings()  # free on a rerun, like export_dir
+    assert config.settings()["export_choice"] == "time_to_target" and "export_dir" not in config.settings()
 
 
 

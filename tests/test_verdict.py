@@ -106,11 +106,11 @@ def test_export_names_a_pick_that_is_not_the_searchs_first_as_the_verdict_does()
 ])
 def test_the_toss_up_hint_names_target_top1_when_the_promote_had_none(target, hint):
     """Review of issue 34, 5: time_to_target needs --target_top1; the hint says so when none was given."""
-    from experiments.comparison import choose
+    from experiments.comparison import NO_VALIDATION, choose
 
     rows = [{**r, "time_to_top1_0.7_s": 10.0} if target else r for r in PROMOTED if r["name"] != "resnet20"]
     _, why = choose(_verdict_table(rows), "accuracy", target)
-    assert "a toss-up on accuracy" in why and why.endswith(hint)
+    assert "a toss-up on accuracy" in why and why.endswith(hint + NO_VALIDATION)
 
 
 def test_the_cost_aware_docs_say_the_verdict_judges_the_searchs_pick_against_each_baseline():

@@ -68,7 +68,8 @@ PROXY_RENAMED = {"batch_size": "train_batch_size", "warmup_epochs": "lr_warmup_e
 # --target_accuracy's clock (ProxyConfig.target_clock): the training and its evaluations, as `amoeba
 # promote` counts (DAWNBench's). A search made while it counted training only recorded none.
 # steady: the same count at the trial's steady pace (its steps x their median, its evaluations x
-# theirs): the trace and the waits on the input pipeline between steps left out
+# theirs): the trace and the waits on the input pipeline between steps left out. The candidate's
+# limit, target_seconds, is on the same clock: it stops once that clock is past it
 TARGET_CLOCK = "training_and_evaluations"
 TARGET_CLOCKS = (TARGET_CLOCK, "steady")
 LATENCY_RUNTIMES = ("keras", "tflite")  # trainer/candidate_network.py's batch-1 latency, by runtime
@@ -164,8 +165,9 @@ class ProxyConfig:
                 "trains the --epochs schedule, evaluated every --epochs_per_eval, and stops at the target or at "
                 "--target_seconds; the search minimises seconds_to_target."})
     target_seconds: float = field(default=0.0, metadata={
-        "help": "With --target_accuracy: seconds a candidate gets to reach it, its evaluations counted; one that "
-                "does not scores target_seconds x (1 + the accuracy it lacks), after every one that did."})
+        "help": "With --target_accuracy: seconds a candidate gets to reach it on --target_clock, its evaluations "
+                "counted (it stops once that clock is past them); one that does not scores target_seconds x (1 + "
+                "the accuracy it lacks), after every one that did."})
     epochs_per_eval: float = field(default=0.25, metadata={"help": "With --target_accuracy: epochs between "
                                                                    "evaluations."})
     target_clock: str = field(default=TARGET_CLOCK, metadata={
@@ -174,6 +176,11 @@ class ProxyConfig:
                 "evaluations x their median, so that nets reaching the target at the same evaluation rank by "
                 "their steady cost, not by their trace or the waits on the input pipeline.",
         "choices": TARGET_CLOCKS})
+    calibration: bool = field(default=False, metadata={
+        "help": "The calibration's run (experiments/calibration.py): trained to the end of --epochs, evaluated "
+                "every --epochs_per_eval on --target_clock as a --target_accuracy candidate is, its target_curve "
+                "recorded; no target and no stop (its curve sets the search's target).",
+        "flag": False, "api": False})
     latency_runtime: str = field(default="keras", metadata={
         "help": "What measures latency_ms (batch 1, median of 10 calls, before training): keras (the traced Keras "
                 "model in TensorFlow) or tflite (the network converted to TFLite, run by LiteRT's interpreter: "
@@ -239,6 +246,9 @@ class ProxyConfig:
                              "(one that does not is ranked after every one that did)")
         if self.target_seconds and not self.target_accuracy:
             raise ValueError("target_seconds: only with --target_accuracy")
+        if self.calibration and (self.target_accuracy or self.target_seconds or self.train_seconds):
+            raise ValueError("calibration: trains the --epochs schedule to its end, with no target, time limit "
+                             "or --train_seconds")
         if self.target_accuracy and self.train_seconds:
             raise ValueError("target_accuracy: a time to accuracy replaces --train_seconds' time budget; give one")
         if self.target_seconds and self.timeout_s and self.target_seconds >= 0.8 * self.timeout_s:

@@ -73,6 +73,7 @@ class TrainConfig:
     cutout: int = 0  # "cifar": the side of the cutout square in pixels (0: none)
     eval_tta: str = "none"  # test-time augmentation: one of TTA_VIEWS
     cache: bool = False
+    validation_images: int = 0  # the training split's first images (file order), held out and evaluated apart
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -91,6 +92,8 @@ class TrainConfig:
         for name in ("train_batch_size", "eval_batch_size", "iterations_per_loop", "image_size"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name}: must be positive, got {getattr(self, name)}")
+        if self.validation_images < 0:
+            raise ValueError(f"validation_images: 0 or more, got {self.validation_images}")
         if self.model in GENOTYPE_MODELS and self.genotype is None:
             raise ValueError(f"model {self.model!r} needs a genotype")
         self._check_fast_recipe()

@@ -2,9 +2,19 @@
 --target_accuracy: airbench94 trained once by the search's own proxy, as a one-trial search of its
 own in OUTPUT_DIR/calibration (journaled like any search: a rerun reads its result back and
 trains nothing; one that failed, an error recorded as the trial's, is trained again by a rerun, as
---retry_failed would). Its validation accuracy at the end and its seconds give the search its
-target, its time limits and its length; the lines printed say what the search will take and, at the
-same pace, what the promote after it will (the search's budget does not cover that).
+--retry_failed would). It is evaluated and timed as a candidate is (ProxyConfig.calibration: every
+--epochs_per_eval, on --target_clock, from its training pipeline built: TensorFlow's import, the
+decoding, the build and the latency measure are not on that clock), to the end of its epochs. Its
+validation accuracy at the end and that clock's seconds give the search its target and time
+limits, its whole trial's seconds the search's length; the lines printed say what the search will
+take and, at the same pace, what the promote after it will (the search's budget does not cover
+that), and warn of a target inside the validation split's noise.
+
+The search's trial 0, the same network trained the same way (the same seed), is not trained again:
+`seed_first_trial` journals it as asked and told the calibration's result, scored at the search's
+target from its curve as the trial would have been (stopped at its hit), so a resume replays it
+like any result. A calibration made before it was timed so (its proxy has no `calibration`) resumes
+as it was made: its whole trial's seconds, and trial 0 trained again.
 
 Must not train anything itself: the trial runs through experiments/search.py like every other.
 """
@@ -15,10 +25,14 @@ import dataclasses
 import logging
 from typing import Any, Collection
 
+from evolution import SearchAlgorithm, resume
+from evolution.objectives import CURVE_KEY
 from experiments import sizing
-from experiments.search import SearchHalted, run_search
+from experiments.layout import CONFIG, JOURNAL
+from experiments.search import SearchHalted, on_result, run_search
 from experiments.search_config import SearchConfig, open_search
-from core.proxy_config import plan_split
+from core.proxy_config import ProxyConfig, plan_split
+from core.storage import exists, join, read_json
 
 log = logging.getLogger(__name__)
 # where each calibrated value goes: (field of SearchConfig, or of its proxy)
@@ -26,20 +40,59 @@ CALIBRATED = {"target_accuracy": ("proxy", "target_accuracy"), "target_seconds":
               "timeout_s": ("proxy", "timeout_s"), "max_trials": ("max_trials",)}
 
 
-def calibration_config(config: SearchConfig) -> SearchConfig:
-    """The one-trial search that trains the seed with the search's proxy, to the end of its epochs."""
+def calibration_config(config: SearchConfig, made_before: bool = False) -> SearchConfig:
+    """The one-trial search that trains the seed with the search's proxy, to the end of its epochs,
+    evaluated and timed as candidates are (`made_before`: as a calibration made before that was)."""
     from experiments.commands.show import load_genotype
 
-    proxy = dataclasses.replace(config.proxy, target_accuracy=0.0, target_seconds=0.0, timeout_s=0.0)  # once, whole
+    proxy = dataclasses.replace(config.proxy, target_accuracy=0.0, target_seconds=0.0, timeout_s=0.0,  # once, whole
+                                calibration=not made_before)
     return dataclasses.replace(config, output_dir=sizing.calibration_dir(config.output_dir), max_trials=1,
                                algorithm="random", initial=(load_genotype(sizing.SEED).to_json(),),
                                repeats="train", upload_to=None, objective="val_accuracy", mode="max", proxy=proxy)
 
 
+def made_before(output_dir: str) -> bool:
+    """Whether the search's calibration dir holds one made before it was timed as candidates are."""
+    saved = join(sizing.calibration_dir(output_dir), CONFIG)
+    return exists(saved) and "calibration" not in (read_json(saved).get("proxy") or {})
+
+
 def calibrate(config: SearchConfig, given: Collection[tuple[str, ...]] = ()) -> SearchConfig:
     """`config` with the calibrated target, limits and length, except those `given` (field paths:
     ("max_trials",), ("proxy", "timeout_s")); ValueError when the calibration run failed."""
-    probe = calibration_config(config)
+    probe = calibration_config(config, made_before(config.output_dir))
+    metrics = _calibration_metrics(probe)
+    accuracy, (seconds, trial_seconds) = float(metrics["val_accuracy"]), calibration_seconds(metrics)
+    try:
+        values = sizing.calibrated(accuracy, seconds, trial_seconds)
+    except ValueError as err:
+        raise ValueError(f"{err} (or delete {probe.output_dir} to calibrate again)") from None
+    changes = _apply(config, values, given)
+    seeds = (first_trial_metrics(changes.proxy, metrics) is not None and changes.initial[:1] == probe.initial
+             and not (changes.rungs or changes.limits() or changes.initial_last))  # as seed_first_trial finds
+    print(calibration_line(accuracy, seconds, changes, trial_seconds, seeds), flush=True)
+    if config.proxy.data:
+        facts = sizing.DataFacts.read(config.proxy.data)
+        warning = sizing.target_warning(changes.proxy.target_accuracy, accuracy, facts.classes,
+                                        int(metrics.get("validation_images") or sizing.held_out(facts)))
+        if warning:
+            print(warning, flush=True)
+        images = plan_split(probe.proxy, facts.train_images).num_train * probe.proxy.epochs  # what it trained
+        print(sizing.promote_line(facts, trial_seconds / images), flush=True)
+    return changes
+
+
+def calibration_seconds(metrics: dict[str, Any]) -> tuple[float, float]:
+    """(seconds on the candidates' clock at the end of its last evaluation, its whole trial's
+    seconds); a calibration made before it had that clock: its trial's seconds for both."""
+    trial_seconds = float(metrics["trial_seconds"])
+    curve = metrics.get(CURVE_KEY)
+    return (float(curve[-1][0]) if curve else trial_seconds), trial_seconds
+
+
+def _calibration_metrics(probe: SearchConfig) -> dict[str, Any]:
+    """The calibration's result: trained now, or read back; ValueError when it has none."""
     algorithm = open_search(probe)
     _retry_failure(algorithm, probe.output_dir)
     if algorithm.completed() < 1:
@@ -54,19 +107,7 @@ def calibrate(config: SearchConfig, given: Collection[tuple[str, ...]] = ()) -> 
     found = [o for o in algorithm.outcomes.values() if o.status == "ok"]
     if not found:
         raise ValueError(failure_message(probe.output_dir, next(iter(algorithm.outcomes.values()), None)))
-    metrics = found[0].metrics
-    accuracy, seconds = float(metrics["val_accuracy"]), float(metrics["trial_seconds"])
-    try:
-        values = sizing.calibrated(accuracy, seconds)
-    except ValueError as err:
-        raise ValueError(f"{err} (or delete {probe.output_dir} to calibrate again)") from None
-    changes = _apply(config, values, given)
-    print(calibration_line(accuracy, seconds, changes), flush=True)
-    if config.proxy.data:
-        facts = sizing.DataFacts.read(config.proxy.data)
-        images = plan_split(probe.proxy, facts.train_images).num_train * probe.proxy.epochs  # what it trained
-        print(sizing.promote_line(facts, seconds / images), flush=True)
-    return changes
+    return dict(found[0].metrics)
 
 
 def _retry_failure(algorithm: Any, where: str) -> None:
@@ -103,10 +144,70 @@ def _apply(config: SearchConfig, values: dict[str, Any], given: Collection[tuple
     return dataclasses.replace(config, proxy=dataclasses.replace(config.proxy, **proxy_changes), **outer)
 
 
-def calibration_line(accuracy: float, seconds: float, config: SearchConfig) -> str:
+def calibration_line(accuracy: float, seconds: float, config: SearchConfig, trial_seconds: float | None = None,
+                     seeds: bool = False) -> str:
     """What the calibration found and what the search will take at its pace (an estimate: children
-    that reach the target sooner stop sooner, slower ones at target_seconds)."""
-    proxy = config.proxy
-    return (f"calibration: {sizing.SEED} reached {accuracy:.4f} validation accuracy in {seconds:.0f} s on this "
-            f"data; candidates race to {proxy.target_accuracy:.4f} (at most {proxy.target_seconds:.0f} s each); "
-            f"{config.max_trials} trials, about {config.max_trials * seconds / 60:.0f} min at that pace")
+    that reach the target sooner stop sooner, slower ones at target_seconds); `seeds`: the
+    calibration is the search's trial 0 (not trained again)."""
+    proxy, trial_seconds = config.proxy, seconds if trial_seconds is None else trial_seconds
+    clock = "" if trial_seconds == seconds else (
+        f" ({proxy.target_clock.replace('_', ' ')}, the candidates' clock; {trial_seconds:.0f} s the whole trial)")
+    runs = config.max_trials - (1 if seeds else 0)
+    first = f"{config.max_trials} trials, the first this run (not trained again), {runs} more" if seeds else (
+        f"{config.max_trials} trials")
+    return (f"calibration: {sizing.SEED} reached {accuracy:.4f} validation accuracy in {seconds:.0f} s{clock} on "
+            f"this data; candidates race to {proxy.target_accuracy:.4f} (at most {proxy.target_seconds:.0f} s each); "
+            f"{first}, about {runs * trial_seconds / 60:.0f} min at that pace")
+
+
+def first_trial_metrics(proxy: ProxyConfig, calibrated: dict[str, Any]) -> dict[str, Any] | None:
+    """The search's trial 0 as the calibration's run gives it: its curve up to where a candidate of
+    `proxy` would have stopped (its hit, or its limit spent), scored there as the trial would be, its
+    accuracy, steps and epochs there; its end's losses and seconds dropped, its costs kept. None for
+    a calibration without a curve (made before), which cannot stand in for the trial."""
+    curve = calibrated.get(CURVE_KEY)
+    if not curve or not proxy.target_accuracy:
+        return None
+    stop = next((i for i, (seconds, accuracy) in enumerate(curve)
+                 if proxy.reached_target(seconds, accuracy) or seconds >= proxy.target_seconds), len(curve) - 1)
+    kept = [list(point) for point in curve[:stop + 1]]
+    steps, epochs = int(calibrated["train_steps"]), float(calibrated["epochs"])
+    per_epoch = round(steps / epochs)
+    at = min(steps, len(kept) * max(1, round(proxy.epochs_per_eval * per_epoch)))  # its evaluations' steps
+    metrics = {name: value for name, value in calibrated.items()
+               if name not in ("val_loss", "train_loss", "train_seconds", "error")}
+    metrics.update(proxy.seconds_to_target_on(kept), val_accuracy=kept[-1][1], evaluations=len(kept),
+                   train_steps=at, epochs=at / per_epoch, seeded_from="calibration")
+    metrics[CURVE_KEY] = kept
+    return metrics
+
+
+def seed_first_trial(config: SearchConfig, algorithm: SearchAlgorithm) -> bool:
+    """Journal the search's trial 0 (the calibrated seed) as asked and told the calibration's result
+    (`first_trial_metrics`), unless it has one: when the search has no trial yet, or trial 0 is
+    pending (a run ended between the two). Whether it did; not when the first proposal is not the
+    calibration's network (another --initial, size limits, rungs) or the calibration has no curve."""
+    journal = join(sizing.calibration_dir(config.output_dir), JOURNAL)
+    if algorithm.rungs is not None or algorithm.limits or not exists(journal):
+        return False
+    calibration = resume(journal, read_only=True)
+    done = [t for t, o in calibration.outcomes.items() if o.status == "ok"]
+    metrics = first_trial_metrics(config.proxy, dict(calibration.outcomes[done[0]].metrics)) if done else None
+    if metrics is None:
+        return False
+    key = calibration.trials[done[0]].genotype.key()
+    if algorithm.trials:
+        if 0 in algorithm.outcomes or algorithm.trials[0].genotype.key() != key:
+            return False
+    elif not (algorithm.initial and algorithm.initial[0].key() == key and not getattr(algorithm, "initial_last",
+                                                                                          False)):
+        return False
+    trial_id = 0 if algorithm.trials else algorithm.ask().trial_id
+    if algorithm.trials[trial_id].genotype.key() != key:  # not expected: back in line, the search trains it
+        algorithm.requeue(trial_id)
+        return False
+    algorithm.tell(trial_id, metrics)
+    print(f"trial {trial_id} ({sizing.SEED}) is the calibration's run, scored at the target from its evaluations "
+          f"(not trained again; {sizing.calibration_dir(config.output_dir)})", flush=True)
+    on_result(algorithm, trial_id, config)
+    return True

@@ -4,16 +4,20 @@ model to export, and the verdict the report prints, each saying how sure it is.
 One rule picks on the searched side: each search's pick, the promoted cell that search ranked first
 (`search_rank`, its own objective on its own validation split), never the best of several cells on
 the evaluation split (a maximum of noisy figures). The pick is judged against each baseline on its
-own, top-1 with Wilson 95% intervals (experiments/noise.py). Pure pandas: this module must not read
-files, train or import TensorFlow.
+own, top-1 by McNemar's paired test on the same images where both keep which images they got right
+(`eval_correct`; the export's choice: `val_correct`, on the validation split), else by Wilson 95%
+intervals (a comparison made before those were kept; experiments/noise.py). Pure pandas: this
+module must not read files, train or import TensorFlow.
 """
 
 from __future__ import annotations
 
 from typing import Mapping
 
+import numpy as np
 import pandas as pd
 
+from core.correct_images import decoded
 from experiments import noise
 from experiments.report_figures import duration
 from experiments.targets import column, first_at, parse_column
@@ -74,6 +78,34 @@ def choice_split(pool: pd.DataFrame) -> tuple[str, str, str]:
     return "top1", "eval_images", "top-1"
 
 
+CORRECT = {"top1": ("eval_correct", "eval_images"), "val_top1": ("val_correct", "val_images")}  # a split's columns
+
+
+def versus(a: pd.Series, b: pd.Series, metric: str = "top1") -> tuple[str, str | None]:
+    """How row `a` stands to row `b` on `metric` (top1, or val_top1: the validation split) and the
+    paired test in words: McNemar's (noise.compared_paired) where both rows keep which of the same
+    images they got right, matching their `metric`; else noise.compared on Wilson intervals, and None."""
+    correct, counts = CORRECT[metric]
+    mine, theirs = _correct(a, correct, metric), _correct(b, correct, metric)
+    if mine is not None and theirs is not None and len(mine) == len(theirs):
+        return noise.compared_paired(mine, theirs)
+    return noise.compared(a[metric], images(a, counts), b[metric], images(b, counts)), None
+
+
+def _correct(row: pd.Series, column_name: str, metric: str) -> np.ndarray | None:
+    """A row's per-image correctness (`column_name`) where it has one over one or more images that
+    gives its `metric` (a stray one, of another evaluation, is not taken); else None."""
+    flags = decoded(row.get(column_name))
+    if flags is None or not len(flags) or not abs(flags.mean() - float(row[metric])) <= 0.5 / len(flags):
+        return None
+    return flags
+
+
+def _tested(test: str | None) -> str:
+    """`; McNemar's paired test ...`, to close a model's brackets with; "" without a paired test."""
+    return f"; {test}" if test else ""
+
+
 NO_VALIDATION = " (chosen on the evaluation split: the promote held out no validation split)"
 
 
@@ -112,8 +144,8 @@ def choose(table: pd.DataFrame, by: str, target: float | None = None,
     why = f"the most accurate {among}, {shown(winner)}"
     if len(order) > 1:
         second = order.iloc[1]
-        word = noise.compared(winner[metric], images(winner, counts), second[metric], images(second, counts))
-        why += f"; it {word} {second['name']} ({shown(second)})"
+        word, test = versus(winner, second, metric)
+        why += f"; it {word} {second['name']} ({shown(second)}{_tested(test)})"
         if word == "is within noise of":
             why += (": a toss-up on accuracy (--export_choice=time_to_target "
                     f"{'' if target is not None else 'with --target_top1 '}exports the first to a target)")
@@ -139,7 +171,7 @@ def _first_to(pool: pd.DataFrame, target: float | None, among: str, split: tuple
     metric, counts, said = split
     if not target:
         raise ValueError("--export_choice=time_to_target: no target to race to (give --target_top1)")
-    if metric == "top1" and not histories and column("time", "top1", target) in pool:
+    if metric == "top1" and column("time", "top1", target) in pool:
         times = pool[column("time", "top1", target)].astype(float)
     elif all(histories.get(name) for name in pool["name"]):
         times = pd.Series([first_at(histories[name], metric, target) for name in pool["name"]],
@@ -173,15 +205,13 @@ def promote_verdict(table: pd.DataFrame, seeds: Mapping[str, str] | None = None)
                              f"trained once ({_top1(cell)}): no race of a model with itself.")
             continue
         seed = (seeds or {}).get(cell["name"])
-        against = _joined([f"{noise.compared(cell.top1, images(cell), b.top1, images(b))} {b['name']} "
-                           f"({_top1(b)}, {int(b.params):,} parameters, {b.epochs:.1f} epochs)"
-                           for _, b in baselines.iterrows()])
+        against, overlap = _against(cell, baselines)
         mine = f"{_top1(cell)}, {int(cell.params):,} parameters, {cell.epochs:.1f} epochs"
         if seed:
-            sentences.append(f"On accuracy, {who}, {cell['name']}, is {seed}. It ({mine}) {against}.")
+            said = f"On accuracy, {who}, {cell['name']}, is {seed}. It ({mine}) {against}"
         else:
-            sentences.append(f"On accuracy, {who}, {cell['name']} ({mine}), {against}.")
-    sentences = [s[:-1] + " (95% intervals overlap)." if "is within noise of" in s else s for s in sentences]
+            said = f"On accuracy, {who}, {cell['name']} ({mine}), {against}"
+        sentences.append(said + (" (95% intervals overlap)." if overlap else "."))
     chance = picks.iloc[0].get("chance_top1")
     if chance is not None and pd.notna(chance):
         sentences.append(f"Chance is {chance:.4f}.")
@@ -193,6 +223,19 @@ def promote_verdict(table: pd.DataFrame, seeds: Mapping[str, str] | None = None)
             sentences += [_race(cell, baselines, name, what, measure) for _, cell in picks.iterrows()
                           if not twin_of(cell)]
     return " ".join(sentences)
+
+
+def _against(cell: pd.Series, baselines: pd.DataFrame) -> tuple[str, bool]:
+    """`beats resnet20 (top-1 ..., 1,000 parameters, 3.0 epochs; McNemar's paired test ...) and ...`:
+    a pick against each baseline on the evaluation split's top-1 (versus), and whether one of them
+    was within noise on Wilson intervals (no paired test: the sentence then says the intervals overlap)."""
+    clauses, overlap = [], False
+    for _, b in baselines.iterrows():
+        word, test = versus(cell, b)
+        overlap |= test is None and word == "is within noise of"
+        clauses.append(f"{word} {b['name']} ({_top1(b)}, {int(b.params):,} parameters, {b.epochs:.1f} epochs"
+                       f"{_tested(test)})")
+    return _joined(clauses), overlap
 
 
 def rank_agreement(table: pd.DataFrame) -> list[str]:

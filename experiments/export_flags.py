@@ -17,11 +17,19 @@ def define_export_format(values: flags.FlagValues) -> None:
 
 
 def exported_lines(export_dir: str, checks: dict[str, dict], what: str = "") -> str:
-    """`exported WHAT to DIR (...)`, then one line per file: its name and how closely it agrees with
-    the Keras model."""
-    lines = [f"exported {what}to {export_dir} ({PARITY_FILE}: each file against the Keras model on "
-             f"{next(iter(checks.values()))['images']} evaluation images):"]
+    """`exported WHAT to DIR (...)`, then one line per file: its own top-1 on the evaluation split (one
+    view, as it serves: what the file delivers) and how closely it agrees with the Keras model; a last
+    line where the recipe's evaluations averaged test-time views the files do not run."""
+    first = next(iter(checks.values()))
+    lines = [f"exported {what}to {export_dir} ({PARITY_FILE}: each file's top-1 on the "
+             f"{first.get('eval_images') or 0:,} evaluation images, one view, and its agreement with the Keras "
+             f"model on {first['images']} of them):"]
     for name, check in checks.items():
-        lines.append(f"  {name:<12} {check['file']:<18} top-1 agreement {check['top1_agreement']:.4f}, "
+        top1 = f"top-1 {check['top1']:.4f}" if check.get("top1") is not None else "top-1 not measured"
+        lines.append(f"  {name:<12} {check['file']:<18} {top1}; top-1 agreement {check['top1_agreement']:.4f}, "
                      f"largest logit difference {check['max_logit_diff']:.2g}")
+    tta = first.get("eval_tta")
+    if tta and tta != "none":
+        lines.append(f"  (the comparison's and evaluations' top-1 average the --eval_tta={tta} views; the files "
+                     "serve one view, so the top-1 above is what they deliver)")
     return "\n".join(lines)

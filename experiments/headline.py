@@ -15,7 +15,10 @@ raced against itself.
 
 The noise: a time to a target rests on one evaluation set. At the winner's time, the runner-up's
 last evaluation so far is taken; when its Wilson 95% interval reaches the target, the runner-up
-may as well have been there already, and the lead is within noise. Pure pandas over the
+may as well have been there already, and the lead is within noise. That evaluation comes before
+the runner-up's last (it reached the target later), and only the last keeps which images it got
+right (core/correct_images.py), so no paired test applies here: the accuracy verdict on the final
+evaluations (experiments/comparison.py) is where McNemar's test judges. Pure pandas over the
 comparison and the models' evaluation histories: this module must not read files, train or import
 TensorFlow.
 """

@@ -4,18 +4,21 @@ each trial's choices (the genotype's fields; ops as counts) and its origin as hy
 metrics and costs as metrics. One run per trial under DIR/hparams/trial_N, written once when its
 final result is in (a resumed search writes the ones missing; a trial re-run by --retry_failed is
 written again); a promote rewrites its own runs.
-Written with tensorboardX, so that the search driver imports no TensorFlow.
+Written with tensorboardX, so that the search driver imports no TensorFlow. These are the only
+HParams sessions of a search: `tune_without_tensorboard` keeps Ray Tune's own TensorBoard logger
+off while a Tune experiment runs.
 
 Must not import TensorFlow or Ray, or train.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
 import shutil
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from evolution import SearchAlgorithm
 
@@ -23,9 +26,10 @@ HPARAMS_DIR = "hparams"
 TOLD_FILE = "told_at"  # beside a trial's events: when its result came (TensorBoard reads events files only)
 METRICS = ("val_accuracy", "best_val_accuracy", "seconds_to_target", "params", "multiply_adds", "latency_ms",
            "step_ms", "train_seconds", "images_per_sec", "trial_seconds")  # the ones a trial has are written
-PROMOTE_METRICS = ("top1", "top1_low", "top1_high", "top5", "params", "multiply_adds", "images_per_sec",
+PROMOTE_METRICS = ("top1", "top1_low", "top1_high", "top5", "val_top1", "params", "multiply_adds", "images_per_sec",
                    "wall_seconds", "search_val_accuracy")
 HParam = bool | int | float | str
+TUNE_AUTO_LOGGERS = "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"  # Ray Tune's switch for the loggers it adds itself
 _written: dict[str, dict[int, str]] = {}  # hparams dir -> {trial id: told_at of the session written}
 
 
@@ -56,6 +60,24 @@ def genotype_hparams(data: Any, vocabulary: Iterable[str] = ()) -> dict[str, HPa
         for op in vocabulary:
             flat.setdefault(f"{where}:{op}", 0)
     return flat
+
+
+@contextlib.contextmanager
+def tune_without_tensorboard() -> Iterator[None]:
+    """While this block runs a Tuner.fit(), Ray Tune adds none of its CSV, JSON and TensorBoard
+    (TBX) loggers itself: the caller passes the CSV and JSON ones (Tune reads its results back from
+    them), so that TensorBoard shows each trial once, as written here. (Tune's TBX logger would add
+    a session of its own config for each trial under OUTPUT_DIR/tune.) The environment is restored
+    after: a Tune run of one's own in the same process keeps its loggers."""
+    before = os.environ.get(TUNE_AUTO_LOGGERS)
+    os.environ[TUNE_AUTO_LOGGERS] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(TUNE_AUTO_LOGGERS, None)
+        else:
+            os.environ[TUNE_AUTO_LOGGERS] = before
 
 
 def _session(run_dir: str, hparams: Mapping[str, HParam], metrics: Mapping[str, float]) -> None:

@@ -2,9 +2,12 @@
 trial of a search (its choices as params, its metrics and costs, the genotype JSON as an artifact)
 and one per model of a promote (its row of comparison.csv; the exported files as artifacts of the
 exported model's run). The experiment is named after the output dir. Each trial or model is
-logged once: what the experiment already holds (by its `amoeba.trial_id` or `amoeba.model` tag) is
-not logged again, so a resumed search or a rerun promote logs only what is new. A tracking server
-that cannot be reached costs a warning, never the search.
+logged once per result: what the experiment already holds (by its `amoeba.trial_id` or
+`amoeba.model` tag) is not logged again, so a resumed search or a rerun promote logs only what is
+new. A new result (a trial re-run by --retry_failed; a model trained again after it failed, so its
+row of comparison.csv changed) is a new run beside the old one (MLflow's params cannot change), and
+the latest run of a model is the one its exported files attach to. A tracking server that cannot
+be reached costs a warning, never the search.
 
 Must not import TensorFlow or Ray; imports mlflow only when a URI is given.
 """
@@ -15,7 +18,7 @@ import hashlib
 import json
 import logging
 import os
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from core.optional import require_module
 from evolution import SearchAlgorithm
@@ -25,7 +28,7 @@ log = logging.getLogger(__name__)
 INSTALL = "pip install 'amoeba-nas[mlflow]' (or: pip install mlflow-skinny)"
 TRIAL_TAG, MODEL_TAG = "amoeba.trial_id", "amoeba.model"
 TOLD_TAG = "amoeba.told_at"  # a trial re-run (--retry_failed) is told again, later: logged again
-_logged: dict[tuple[str, str, str], dict[str, str]] = {}  # (uri, experiment, tag) -> {value: told_at or run id}
+_logged: dict[tuple[str, str, str], dict[str, Any]] = {}  # (uri, experiment, tag) -> {value: what _already keeps}
 _unreachable: set[str] = set()  # URIs that failed in this process: not tried again until a resume
 
 
@@ -60,16 +63,29 @@ def _client_and_experiment(uri: str, output_dir: str) -> tuple[Any, str]:
     return client, experiment_id
 
 
-def _already(client: Any, experiment_id: str, uri: str, tag: str, value_tag: str | None = None) -> dict[str, str]:
-    """{the tag's value: the run's `value_tag` (its id without one)} of the runs the experiment
-    holds, read once per process, then kept up to date. A run's identifying tag is set last, so a
+def _already(client: Any, experiment_id: str, uri: str, tag: str, keep: Callable[[Any], Any]) -> dict[str, Any]:
+    """{the tag's value: keep(run)} of the runs the experiment holds (of several with one value, the
+    latest), read once per process, then kept up to date. A run's identifying tag is set last, so a
     run cut short by a crash is not counted."""
     key = (uri, experiment_id, tag)
     if key not in _logged:
         runs = client.search_runs([experiment_id], max_results=50_000, order_by=["attributes.start_time ASC"])
-        _logged[key] = {run.data.tags[tag]: run.data.tags.get(value_tag, "") if value_tag else run.info.run_id
-                        for run in runs if tag in run.data.tags}
+        _logged[key] = {run.data.tags[tag]: keep(run) for run in runs if tag in run.data.tags}
     return _logged[key]
+
+
+def _told_at(run: Any) -> str:
+    return run.data.tags.get(TOLD_TAG, "")
+
+
+def _model_run(run: Any) -> tuple[str, str]:
+    """A model's run: its id and what it records (`_record_key`)."""
+    return run.info.run_id, _record_key(run.data.params, run.data.metrics)
+
+
+def _record_key(params: Mapping[str, str], metrics: Mapping[str, float]) -> str:
+    """Params and metrics as one string, the same for a comparison.csv row and the run logged from it."""
+    return json.dumps([sorted(params.items()), sorted((k, float(v)) for k, v in metrics.items())])
 
 
 def _params(values: Mapping[str, Any]) -> dict[str, str]:
@@ -94,7 +110,7 @@ def log_search_trials(algorithm: SearchAlgorithm, output_dir: str, uri: str) -> 
         if uri in _unreachable:
             return 0
         client, experiment_id = _client_and_experiment(uri, output_dir)
-        done = _already(client, experiment_id, uri, TRIAL_TAG, TOLD_TAG)
+        done = _already(client, experiment_id, uri, TRIAL_TAG, _told_at)
         logged = 0
         for trial_id, outcome in sorted(algorithm.outcomes.items()):
             if done.get(str(trial_id)) == repr(outcome.told_at):
@@ -117,22 +133,24 @@ def log_search_trials(algorithm: SearchAlgorithm, output_dir: str, uri: str) -> 
 
 
 def log_promoted_models(output_dir: str, uri: str, rows: Iterable[Mapping[str, Any]]) -> int:
-    """An MLflow run for each promoted model (comparison.csv's rows) the experiment does not hold
-    yet; how many were logged. A failure to reach the server is a warning."""
+    """An MLflow run for each promoted model (comparison.csv's rows) whose row the experiment does not
+    hold yet: a model new to it, or one whose latest run records another row (it failed, and this
+    run trained it). How many were logged. A failure to reach the server is a warning."""
     try:
         if uri in _unreachable:
             return 0
         client, experiment_id = _client_and_experiment(uri, output_dir)
-        done = _already(client, experiment_id, uri, MODEL_TAG)
+        done = _already(client, experiment_id, uri, MODEL_TAG, _model_run)
         made = 0
         for row in rows:
-            name = str(row.get("name"))
-            if name in done:
+            name, (params, metrics) = str(row.get("name")), model_record(row)
+            record = _record_key(_params(params), metrics)
+            if name in done and done[name][1] == record:
                 continue
-            run_id = _log_run(client, experiment_id, name, {}, *model_record(row))
+            run_id = _log_run(client, experiment_id, name, {}, params, metrics)
             client.set_tag(run_id, MODEL_TAG, name)  # last: the run is whole
             client.set_terminated(run_id, "FINISHED" if row.get("status") == "ok" else "FAILED")
-            done[name] = run_id
+            done[name] = (run_id, record)
             made += 1
         return made
     except Exception as err:  # noqa: BLE001
@@ -141,12 +159,13 @@ def log_promoted_models(output_dir: str, uri: str, rows: Iterable[Mapping[str, A
 
 
 def log_exported_model(output_dir: str, uri: str, name: str, export_dir: str) -> None:
-    """The exported files of model `name` (parity.json among them) as artifacts of its run."""
+    """The exported files of model `name` (parity.json among them) as artifacts of its latest run:
+    the one of the training they were exported from."""
     if uri in _unreachable:
         return
     try:
         client, experiment_id = _client_and_experiment(uri, output_dir)
-        run_id = _already(client, experiment_id, uri, MODEL_TAG).get(name)
+        run_id, _ = _already(client, experiment_id, uri, MODEL_TAG, _model_run).get(name, (None, None))
         if run_id is None:
             raise ValueError(f"no run of model {name!r} in experiment {experiment_name(output_dir)!r}")
         client.log_artifacts(run_id, export_dir, "exported_model")

@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from experiments.comparison import choose
-from experiments.hparams import write_promote_hparams
+from experiments.hparams import tune_without_tensorboard, write_promote_hparams
 from experiments.mlflow_log import log_exported_model, log_promoted_models
 from experiments.layout import RESULT
 from experiments.promote_config import PromoteConfig
@@ -32,14 +32,16 @@ from experiments.noise import wilson_interval
 from experiments.resources import trial_resources
 from experiments.targets import parse_column, to_targets
 from core import storage
+from core.correct_images import read_correct
 from core.train_config import PROGRESS, config_from_saved
 
 RESULT_KEY = "promote_result"  # the trial's result.json, as JSON text in its Tune report
 COMPARISON_COLUMNS = [
     "name", "kind", "model", "status", "params", "multiply_adds", "top1", "top1_low", "top1_high", "eval_images",
     "val_top1", "val_images", "chance_top1", "top5", "epochs", "wall_seconds", "images_per_sec", "filters", "search_trial_id",
-    "search_rank", "search_val_accuracy", "search_dir", "same_as", "error",
-]  # and after images_per_sec, time, training multiply-adds and cost to each target (experiments/targets.py)
+    "search_rank", "search_val_accuracy", "search_dir", "same_as", "error", "eval_correct", "val_correct",
+]  # and after images_per_sec, time, training multiply-adds and cost to each target (experiments/targets.py);
+# eval_correct, val_correct: which images of each split the model got right (core/correct_images.py)
 
 
 def _trial_name(trial: Any) -> str:
@@ -70,10 +72,11 @@ def promote_trial(config: dict[str, Any], threads: int) -> None:
         "name": config["name"], **model_report(trainer.model), "top1": final["top1"], "top5": final["top5"],
         "loss": final["loss"], "steps": steps, "epochs": steps * train_config.train_batch_size /
         trainer.info.num_train_images, "wall_seconds": wall,
-        "images_per_sec": steps * train_config.train_batch_size / wall if wall else None,
+        "images_per_sec": trainer.images_per_sec(),  # training loops only: the search's definition
         "num_eval_images": final["num_examples"], "val_top1": final.get("val_top1"),
         "val_images": final.get("val_examples"), "history": trainer.evaluations(),
-    }
+        **{k: v for k, v in read_correct(train_config.model_dir).items() if k.endswith("_correct")},
+    }  # eval_correct, val_correct: 1,250 bytes a 10,000 images (a paired test: experiments/noise.py)
     storage.write_json(storage.join(train_config.model_dir, RESULT), result)
     tune.report({"top1": final["top1"], RESULT_KEY: json.dumps(result)})  # for a driver on another machine
 
@@ -111,6 +114,8 @@ def run_promote(config: PromoteConfig, trainable: Any = None) -> pd.DataFrame:
             if not config.max_concurrent and concurrent > len(todo):  # fewer models than slots: more CPUs each
                 resources, concurrent = trial_resources(dataclasses.replace(config, max_concurrent=len(todo)),
                                                         ray.cluster_resources())
+            from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
+
             trainable = trainable or tune.with_parameters(promote_trial, threads=max(1, int(resources["CPU"])))
             models = [{"name": m.name, "train_config": model_config(config, m).to_json()} for m in todo]
             grid = tune.Tuner(
@@ -122,8 +127,11 @@ def run_promote(config: PromoteConfig, trainable: Any = None) -> pd.DataFrame:
                     name=time.strftime("tune-%Y%m%d-%H%M%S"), verbose=0,
                     storage_path=_tune_storage(config.output_dir),
                     failure_config=tune.FailureConfig(max_failures=config.max_failures),
-                    callbacks=[PromoteProgress({m.name: model_config(config, m).model_dir for m in todo})]),
-            ).fit()
+                    callbacks=[PromoteProgress({m.name: model_config(config, m).model_dir for m in todo}),
+                               CSVLoggerCallback(), JsonLoggerCallback()]),  # no TBX: one HParams session each
+            )
+            with tune_without_tensorboard():
+                grid = grid.fit()
             for result in grid:
                 name = result.config["model"]["name"]
                 if result.error is not None:
@@ -169,7 +177,8 @@ def comparison_table(config: PromoteConfig, planned: list[PlannedModel], errors:
                "search_val_accuracy": m.search_val_accuracy, "search_dir": m.search_dir, "same_as": m.same_as,
                "status": "ok" if result else ("failed" if error else "pending"), "error": error}
         row.update({k: result.get(k) for k in ("params", "multiply_adds", "top1", "top5", "epochs", "wall_seconds",
-                                                "images_per_sec", "val_top1", "val_images")})
+                                                "images_per_sec", "val_top1", "val_images", "eval_correct",
+                                                "val_correct")})
         row.update(_top1_noise(result, trained.model_dir))
         row.update(to_targets(result.get("history", []), config.targets(), result.get("multiply_adds"),
                               trained.train_batch_size, config.cost_per_hour))

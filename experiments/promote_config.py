@@ -23,6 +23,7 @@ from core.train_config import TrainConfig
 RECIPE_HOW_IT_RUNS = ("eval_batch_size", "iterations_per_loop", "save_checkpoints_steps", "save_checkpoints_secs",
                       "cache", "tpu")
 _SEARCH = {f.name: f for f in dataclasses.fields(SearchConfig)}
+FORMERLY_FREE = ("target_top1", "target_top5", "export_choice")  # free on a rerun before issue 52: a plan lacks them
 
 
 def _setting(default: Any, help: str, free: bool = False, **meta: Any) -> Any:
@@ -182,6 +183,7 @@ def with_new_recipe_fields(saved: dict[str, Any], now: dict[str, Any]) -> dict[s
     default."""
     own = {f.name: as_json(f.default) for f in dataclasses.fields(PromoteConfig)
            if f.default is not dataclasses.MISSING}
+    own.update({k: now[k] for k in FORMERLY_FREE if k in now})  # never saved: the run's own, as they were free
     saved = {**{k: own[k] for k in now if k not in saved and k in own}, **saved}
     if not isinstance(saved.get("recipe"), dict):
         return saved

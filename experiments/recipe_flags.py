@@ -76,7 +76,12 @@ HELP = {
     "eval_tta": "Test-time augmentation: the logits of the image and its mirror (flip), and of both shifted "
                 "1 pixel up-left and down-right (flip_translate, airbench's 6 views), averaged.",
     "label_offset": "Subtracted from record labels (default: the data's metadata.json; 1 for ImageNet TFRecords).",
-    "cache": "Cache decoded data in memory (small data).",
+    "cache": "Keep in memory what the model reads: the image_size pixels of each image (uint8), or for "
+             "--augmentation=inception, whose random crops need the whole image, the encoded JPEGs (small data).",
+    "validation_images": "Hold out this many of the training split's images (its first, in file order) and "
+                         "evaluate them at each evaluation beside the evaluation split (val_top1): what amoeba "
+                         "promote chooses the export and the race's target by, so the evaluation split is only "
+                         "timed and reported (0: none; promote's default: sized to the data).",
     "seed": "Seed.",
 }
 _SETTINGS: dict[int, list[Setting]] = {}  # by id(FlagValues): each command's own

@@ -21,7 +21,7 @@ from evolution import SearchAlgorithm
 from experiments import ranking
 from experiments.layout import CHECKPOINTS, CONFIG, JOURNAL, RESULT_FILES
 from experiments.resources import ClusterTooSmall, trial_resources
-from experiments.hparams import write_search_hparams
+from experiments.hparams import tune_without_tensorboard, write_search_hparams
 from experiments.mlflow_log import log_search_trials
 from experiments.results import top_table, write_results
 from experiments.local_ray import local_ray_gone
@@ -200,8 +200,9 @@ def _run_tuners(config: SearchConfig, algorithm: SearchAlgorithm, breaker: Circu
             searcher = EvolutionSearcher(algorithm, min(left, config.trials_per_tuner), on_tell=record,
                                          failure_reason=failure_reason, should_stop=halted,
                                          checkpoint_root=checkpoint_root)
-            _tuner(config, algorithm, searcher, trainable, resources, concurrent, min(left, config.trials_per_tuner),
-                   halted, progress, part).fit()
+            with tune_without_tensorboard():  # TensorBoard: each trial once, as experiments/hparams.py writes it
+                _tuner(config, algorithm, searcher, trainable, resources, concurrent,
+                       min(left, config.trials_per_tuner), halted, progress, part).fit()
             if algorithm.completed() == before and not algorithm.waiting_reissue():  # every trial stopped
                 break
     finally:
@@ -213,6 +214,7 @@ def _tuner(config: SearchConfig, algorithm: SearchAlgorithm, searcher: Any, trai
            progress: Any, part: int) -> Any:
     """One Tune experiment of the search."""
     from ray import tune
+    from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
     from ray.tune.search import ConcurrencyLimiter
 
     from evolution.tune_searcher import RungScheduler
@@ -235,7 +237,7 @@ def _tuner(config: SearchConfig, algorithm: SearchAlgorithm, searcher: Any, trai
             verbose=0,
             stop=stopper,
             failure_config=tune.FailureConfig(max_failures=config.max_failures),
-            callbacks=[progress, stopper],
+            callbacks=[progress, stopper, CSVLoggerCallback(), JsonLoggerCallback()],  # no TBX: see _run_tuners
         ),
     )
 

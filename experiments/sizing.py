@@ -20,24 +20,31 @@ from 2: one image is held out and one trained on; a dir of 1 is refused, naming 
   comparable alone: two trials on 2 cores would each train at half speed against the calibration's);
 - amoeba promote of such a search: its top 2 beside airbench94 at full and half width, ResNet-9 at
   a quarter and ResNet-20 (the baselines fast on a CPU), all under airbench94's recipe
-  (airbench94_cifar10.cfg) for PROMOTE_IMAGES images' worth of epochs, at least airbench's 9.9
-  and at most 40 (9.9 on CIFAR-10; 26 on 3,870 photos: the six models in about 25 minutes on 2
-  cores), at batch 1,024 or, under 20,480 images, the power of two that gives 20 steps an epoch
+  (airbench94_cifar10.cfg) on the N - V images left after promote_held_out's V validation images
+  (held_out's rule: what the promote chooses the export and the race's target by) for
+  PROMOTE_IMAGES images' worth of epochs, at least airbench's 9.9 and at most 40 (9.9 on CIFAR-10;
+  28.7 on 3,870 photos: the six models in about 30 minutes on 2 cores), at batch 1,024 or, under
+  20,480 images, the power of two that gives 20 steps an epoch
   (at least 64, but never more than N: the largest power of two up to N), the learning rate
   scaled with it, evaluated 10 times, one model at a time. The search's budget does not cover it:
   the calibration's line is followed by the promote's estimate at the calibration's pace (6 models
   x 9.9 epochs of N images once N > 10,101: hours for CIFAR-10's 50,000, days for a million);
 - the target: TARGET_SHARE of the validation accuracy airbench94 ends the proxy's E epochs
   with, measured before the search (its own one-trial search in DIR/calibration, resumed like
-  any search; one that failed is trained again by a rerun); target_seconds: TARGET_SECONDS_FACTOR
-  x that run's seconds, the trial timeout twice that; max_trials: as many of that run as fit
-  SEARCH_BUDGET_S, between 6 and 60.
+  any search; one that failed is trained again by a rerun), evaluated and timed as a candidate is
+  (every epoch, on the candidates' --target_clock); target_seconds: TARGET_SECONDS_FACTOR x that
+  clock's seconds at its end, the trial timeout twice that; max_trials: as many of that run (its
+  whole trial's seconds) as fit SEARCH_BUDGET_S, between 6 and 60, the calibration's run the
+  first of them (the search's trial 0, scored at the target, not trained again). A target within
+  the validation split's noise (Wilson's 95% half-width at V images) of chance or of the seed's
+  own accuracy gets a warning.
 
 Pure Python: this module must not import TensorFlow or Ray.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -127,12 +134,19 @@ def search_settings() -> dict[str, Any]:
     return {"proxy_space": "convnet", "repeats": "reuse", "population_size": 6, "sample_size": 3, "max_concurrent": 1}
 
 
+def promote_held_out(facts: DataFacts) -> int:
+    """The validation images amoeba promote holds out of the training split by default (its
+    --validation_images: what it chooses the export and the race's target by): held_out's rule, none
+    of a single image."""
+    return held_out(facts) if facts.train_images >= MIN_SEARCH_IMAGES else 0
+
+
 def promote_settings(facts: DataFacts) -> tuple[dict[str, Any], dict[str, Any]]:
     """amoeba promote's settings for a search sized to its data, by the rule: (PromoteConfig field ->
     value, recipe field -> value)."""
-    n = facts.train_images
-    if n < 1:
+    if facts.train_images < 1:
         raise ValueError(f"{facts.source or 'the data dir'}: no training image to promote on")
+    n = facts.train_images - promote_held_out(facts)  # the models train on the rest
     epochs = round(min(40.0, max(9.9, PROMOTE_IMAGES / n)), 1)
     batch = 1024 if n >= 20_480 else min(power_of_two(n), max(64, power_of_two(n // 20)))
     recipe = {**AIRBENCH_RECIPE, "num_epochs": epochs, "train_batch_size": batch, "learning_rate": 1.5 * batch / 1024,
@@ -140,16 +154,44 @@ def promote_settings(facts: DataFacts) -> tuple[dict[str, Any], dict[str, Any]]:
     return {"baselines": BASELINES, "top_k": PROMOTE_TOP_K, "max_concurrent": 1}, recipe
 
 
-def calibrated(accuracy: float, seconds: float) -> dict[str, Any]:
+def calibrated(accuracy: float, seconds: float, trial_seconds: float | None = None) -> dict[str, Any]:
     """The target and the time limits from the calibration run: the validation accuracy airbench94
-    ends the proxy's epochs with, and its seconds (ProxyConfig and SearchConfig fields -> values)."""
-    if not 0 < accuracy <= 1 or not seconds > 0:
+    ends the proxy's epochs with, its seconds on the candidates' clock (the limit's) and its whole
+    trial's (the length's; default the same) (ProxyConfig and SearchConfig fields -> values)."""
+    trial_seconds = seconds if trial_seconds is None else trial_seconds
+    if not 0 < accuracy <= 1 or not seconds > 0 or not trial_seconds > 0:
         raise ValueError(f"calibration: an accuracy in (0, 1] and positive seconds, got {accuracy}, {seconds}: no "
                          "target to race to; give --target_accuracy and --target_seconds to skip the calibration")
     limit = round(TARGET_SECONDS_FACTOR * seconds, 1)
-    trials = int(min(TRIALS[1], max(TRIALS[0], SEARCH_BUDGET_S // seconds)))
+    trials = int(min(TRIALS[1], max(TRIALS[0], SEARCH_BUDGET_S // trial_seconds)))
     return {"target_accuracy": round(TARGET_SHARE * accuracy, 4), "target_seconds": limit,
             "timeout_s": round(2 * limit, 1), "max_trials": trials}
+
+
+def wilson_half_width(accuracy: float, images: int, z: float = 1.96) -> float:
+    """The half-width of Wilson's 95% interval of an accuracy measured on `images` held-out images:
+    the validation split's noise at that accuracy."""
+    n = max(1, images)
+    return z / (1 + z * z / n) * math.sqrt(accuracy * (1 - accuracy) / n + z * z / (4 * n * n))
+
+
+def target_warning(target: float, accuracy: float, classes: int, validation_images: int) -> str | None:
+    """A warning line when the calibrated `target` is within the validation split's noise of chance
+    (1 / `classes`: a net that guesses may reach it at its first evaluation, and the search ranks by
+    the time to one, by speed alone) or of the seed's own `accuracy` (whether a net as good reaches
+    it is the draw of the held-out images). None when it is clear of both."""
+    chance, noise = 1 / max(1, classes), wilson_half_width(target, validation_images)
+    why = (["within it of chance, so a net that guesses may reach it at its first evaluation and candidates rank "
+            "by speed alone"] if target - chance < noise else [])
+    if accuracy - target < noise:
+        why.append(f"within it of {SEED}'s own {accuracy:.4f}, so whether a net as good reaches it is the draw of "
+                   "the held-out images")
+    if not why:
+        return None
+    return (f"warning: the target {target:.4f} is inside the validation split's noise: {validation_images:,} "
+            f"held-out images measure it to +/-{noise:.4f} (Wilson 95% half-width), chance (1/{classes} classes) "
+            f"is {chance:.4f}; {'; and '.join(why)}. More held-out images (--validation_images) or a "
+            "--target_accuracy and --target_seconds of your own tell nets apart")
 
 
 def calibration_dir(output_dir: str) -> str:
@@ -159,10 +201,11 @@ def calibration_dir(output_dir: str) -> str:
 
 def promote_seconds(facts: DataFacts, seconds_per_image: float) -> float:
     """The sized promote's length at `seconds_per_image` (a model's seconds per training image, as
-    the calibration ran): each of its models trains its epochs of every training image."""
+    the calibration ran): each of its models trains its epochs of the training images it does not
+    hold out."""
     settings, recipe = promote_settings(facts)
     models = len(settings["baselines"]) + settings["top_k"]
-    return models * recipe["num_epochs"] * facts.train_images * seconds_per_image
+    return models * recipe["num_epochs"] * (facts.train_images - promote_held_out(facts)) * seconds_per_image
 
 
 def promote_line(facts: DataFacts, seconds_per_image: float) -> str:
@@ -171,7 +214,8 @@ def promote_line(facts: DataFacts, seconds_per_image: float) -> str:
     settings, recipe = promote_settings(facts)
     models = len(settings["baselines"]) + settings["top_k"]
     return (f"amoeba promote afterwards (not in the search's time): {models} models x {recipe['num_epochs']:g} "
-            f"epochs of {facts.train_images:,} images, about {duration(promote_seconds(facts, seconds_per_image))} "
+            f"epochs of {facts.train_images - promote_held_out(facts):,} images, about "
+            f"{duration(promote_seconds(facts, seconds_per_image))} "
             "at that pace, one model at a time (its --epochs or fewer --baselines shorten it)")
 
 

@@ -172,6 +172,25 @@ def test_the_search_proxy_trains_a_whitened_convnet_on_digits(monkeypatch):
         SearchConfig(output_dir="unused", proxy_space="convnet", ops=("none",)).search_space()
 
 
+def test_the_calibrations_run_trains_to_its_end_evaluated_and_timed_as_a_candidate(monkeypatch):
+    """Issue 52: the calibration's run (ProxyConfig.calibration) evaluates every --epochs_per_eval on
+    the candidates' clock, from its pipeline built, and trains all its epochs: its curve's end is
+    the time a candidate's limit is set from, its curve what scores the search's trial 0."""
+    from core.proxy_config import ProxyConfig
+    from trainer.candidate import train_candidate
+
+    genotype = ConvNetGenotype("whiten2x2", 0, "relu", (Stage(16, 1), Stage(32)), "conv_pool_bn", head_divisor=8)
+    for clock in ("training_and_evaluations", "steady"):
+        metrics = train_candidate(genotype, ProxyConfig(epochs=3, epochs_per_eval=1.0, calibration=True,
+                                                        target_clock=clock), space="convnet")
+        curve = metrics[CURVE_KEY]
+        assert len(curve) == metrics["evaluations"] == 3 and metrics["epochs"] == 3  # no stop at any accuracy
+        assert curve[-1][1] == metrics["val_accuracy"] and "seconds_to_target" not in metrics
+        assert 0 < curve[0][0] < curve[1][0] < curve[2][0]
+        if clock == "training_and_evaluations":  # the training's seconds and its evaluations'
+            assert metrics["train_seconds"] < curve[-1][0]
+
+
 @pytest.mark.integration
 def test_a_search_sized_to_its_data_calibrates_then_its_best_is_trained_by_amoeba_train(cifar_mini, tmp_path,
                                                                                         shared_ray):
@@ -195,10 +214,14 @@ def test_a_search_sized_to_its_data_calibrates_then_its_best_is_trained_by_amoeb
     proxy = json.load(open(f"{out}/search_config.json"))["proxy"]
     assert proxy["target_accuracy"] == round(0.95 * accuracy, 4) and proxy["epochs"] == 1  # given: kept
     assert proxy["timeout_s"] == 600 and proxy["target_seconds"] > 0
+    timed = calibration.outcomes[0].metrics  # on the candidates' clock, with their evaluations (issue 52)
+    assert proxy["target_seconds"] == round(1.5 * timed[CURVE_KEY][-1][0], 1) < 1.5 * timed["trial_seconds"]
+    assert "trial 0 (airbench94) is the calibration's run" in search.stdout  # not trained twice
     assert (proxy["augmentation"], proxy["lookahead_every"], proxy["train_batch_size"]) == ("airbench", 5, 64)
     algorithm = resume(f"{out}/journal.jsonl", read_only=True)
     assert algorithm.trials[0].genotype == AIRBENCH94 and algorithm.space.to_config()["stage_counts"] == [2, 3]
     assert algorithm.objective == "seconds_to_target" and algorithm.outcomes[1].reused_from == 0
+    assert algorithm.outcomes[0].metrics["seeded_from"] == "calibration"
     curve = algorithm.outcomes[0].metrics[CURVE_KEY]  # the trainer's key, via Tune to the journal
     assert curve[-1][1] == algorithm.outcomes[0].metrics["val_accuracy"]
     first = min(curve[0][1], proxy["target_accuracy"])  # the accuracy of its first evaluation

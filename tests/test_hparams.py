@@ -32,6 +32,20 @@ def read_sessions(root: str) -> dict[str, tuple[dict, dict]]:
     return sessions
 
 
+def hparams_sessions(root: str) -> list[str]:
+    """The folders under `root` (relative to it, sorted) whose event files hold an HParams session
+    start, each one that TensorBoard's HParams dashboard lists: ours under hparams/, and any other
+    writer's (Ray Tune's TBX logger's, under tune/)."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    found = set()
+    for path in glob.glob(os.path.join(root, "**", "*tfevents*"), recursive=True):
+        if any(value.tag == "_hparams_/session_start_info" and value.metadata.plugin_data.plugin_name == "hparams"
+               for event in EventFileLoader(path).Load() for value in event.summary.value):
+            found.add(os.path.relpath(os.path.dirname(path), root))
+    return sorted(found)
+
+
 def test_a_genotype_becomes_flat_choices_with_its_ops_counted():
     convnet = genotype_hparams(AIRBENCH94.to_json())
     assert convnet["activation"] == "gelu" and convnet["stem"] == "whiten2x2"
@@ -53,6 +67,7 @@ def test_a_search_writes_each_finished_trial_once_as_an_hparams_session(tmp_path
     assert write_search_hparams(algorithm, out) == 2  # trial 2 is still training: not yet
     sessions = read_sessions(os.path.join(out, "hparams"))
     assert sorted(sessions) == ["trial_0", "trial_1"]
+    assert hparams_sessions(out) == ["hparams/trial_0", "hparams/trial_1"]  # as the dashboard finds them
     hparams, metrics = sessions["trial_0"]
     assert metrics == {"val_accuracy": 0.5, "params": 100.0, "latency_ms": 2.5}
     assert hparams["status"] == "ok" and hparams["mutation"] == "random" and hparams["parent_id"] == -1

@@ -87,6 +87,36 @@ def test_promoted_models_are_logged_once_and_the_exported_files_beside_the_expor
     assert sorted(files) == ["exported_model/model.tflite", "exported_model/parity.json"]
 
 
+def test_a_model_that_failed_and_is_trained_by_a_rerun_gets_a_new_run_with_its_exported_files(tmp_path, tracking,
+                                                                                               monkeypatch):
+    """Issue 52 (7): a rerun of promote that trains a model that failed in the first run logs a new,
+    FINISHED run of it, and its exported files attach to that run, not to the FAILED one."""
+    from mlflow import MlflowClient
+
+    out = str(tmp_path / "promote")
+    failed = [{"name": "s-trial4", "kind": "searched", "model": "convnet", "status": "failed"},
+              {"name": "resnet20", "kind": "baseline", "model": "resnet20", "status": "ok", "top1": 0.85}]
+    assert mlflow_log.log_promoted_models(out, tracking, failed) == 2
+    monkeypatch.setattr(mlflow_log, "_logged", {})  # the rerun: a new process
+    trained = [{**failed[0], "status": "ok", "top1": 0.9, "params": 1000}, failed[1]]
+    assert mlflow_log.log_promoted_models(out, tracking, trained) == 1  # the model trained again; not resnet20
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "parity.json").write_text("{}")
+    mlflow_log.log_exported_model(out, tracking, "s-trial4", str(export))
+    monkeypatch.setattr(mlflow_log, "_logged", {})  # a third run trains nothing: nothing new to log
+    assert mlflow_log.log_promoted_models(out, tracking, trained) == 0
+
+    client = MlflowClient(tracking_uri=tracking)
+    runs = client.search_runs([client.get_experiment_by_name("promote").experiment_id],
+                              "tags.`amoeba.model` = 's-trial4'", order_by=["attributes.start_time ASC"])
+    assert [(r.info.status, r.data.params["status"]) for r in runs] == [("FAILED", "failed"), ("FINISHED", "ok")]
+    assert runs[1].data.metrics == {"top1": 0.9, "params": 1000.0}
+    assert [f.path for f in client.list_artifacts(runs[1].info.run_id, "exported_model")] == [
+        "exported_model/parity.json"]
+    assert client.list_artifacts(runs[0].info.run_id) == []  # the failed attempt exported nothing
+
+
 def test_no_mlflow_is_a_config_error_and_an_unreachable_server_a_warning(tmp_path, monkeypatch, capsys):
     from experiments.search import SearchConfig
 

@@ -108,6 +108,11 @@ def test_a_plan_made_before_a_recipe_field_existed_resumes_at_its_default(tmp_pa
         del saved["settings"][name]
     path.write_text(json.dumps(saved))
     assert open_plan(_config(tmp_path, recipe=recipe)) == plan
+    assert open_plan(_config(tmp_path, recipe=recipe, target_top1=(0.5, 0.7), export_choice="time_to_target")) == plan
+    from experiments.commands.promote import promote_validation_images  # issue 52: as the old plan was made
+
+    assert "validation_images" not in saved["settings"]["recipe"]
+    assert promote_validation_images(str(tmp_path / "p"), "/no/such/data") == 0
     with pytest.raises(ValueError, match=r"recipe.ema_decay: 0.0 -> 0.9999"):
         open_plan(_config(tmp_path, recipe={**recipe, "ema_decay": 0.9999}))
 
@@ -155,9 +160,14 @@ def test_promote_end_to_end_on_fake_imagenet(tmp_path, shared_ray):
     assert (seconds <= table.wall_seconds + 1e-6).all() and (cost - seconds / 3600 * 2).abs().max() < 1e-9
     history = [json.loads(line) for line in open(out / "models" / "resnet20" / "eval_history.jsonl")]
     assert [row["step"] for row in history] == [3, 6]
+    # issue 52, 4: 12 of the 64 training images held out (sized), scored at each evaluation off the clock
+    assert (table.val_images == 12).all() and table.val_top1.between(0, 1).all()
+    assert all(row["val_examples"] == 12 and 0 <= row["val_top1"] <= 1 for row in history)
+    _assert_correct_kept(table)
     reached = next(row for row in history if row["top1"] >= 0.01)  # training multiply-adds: 3x forward, per image
     assert macs[1] == 3 * resnet.multiply_adds * reached["step"] * BATCH and seconds[1] == reached["wall_seconds"]
     assert json.loads((out / "comparison.json").read_text())[1]["name"] == "resnet20"
+    assert not list((out / "tune").rglob("events.out.tfevents*"))  # issue 52, 8: HParams sessions are ours alone
     assert "resnet20" in first.stdout and "top1" in first.stdout
     assert "] search-trial1 done; resnet20 done" in first.stdout  # the progress line
 
@@ -168,16 +178,32 @@ def test_promote_end_to_end_on_fake_imagenet(tmp_path, shared_ray):
     winner_dir = tmp_path / "winner"
     again = amoeba(*command, f"--export_dir={winner_dir}", "--export_format=saved_model,tflite")  # free on a rerun
     assert "search-trial1: already trained" not in again.stdout and "resnet20: already trained" in again.stdout
-    final = pd.read_csv(out / "comparison.csv").sort_values(["top1", "params"], ascending=[False, True])
+    final = pd.read_csv(out / "comparison.csv")
+    final = final.sort_values(["val_top1", "params"], ascending=[False, True])  # chosen on the validation split
     assert f"exported {final.name.iloc[0]} (the most accurate of the search's pick (search-trial1) and the " \
-           "baselines, top-1" in again.stdout and f") to {winner_dir} (parity.json: each file" in again.stdout
-    assert "  tflite       model.tflite       top-1 agreement 1.0000" in again.stdout  # predict: test_export_formats
+           "baselines, validation top-1" in again.stdout and f") to {winner_dir} (parity.json: each file" in again.stdout
+    exported = json.loads((winner_dir / "parity.json").read_text())  # issue 52, 3: each file's own top-1
+    assert exported["tflite"]["eval_images"] == 32 and exported["tflite"]["top1_agreement"] == 1.0
+    assert f"  tflite       model.tflite       top-1 {exported['tflite']['top1']:.4f}; top-1 agreement 1.0000" \
+        in again.stdout  # predict: test_export_formats
     assert os.path.getmtime(out / "models" / "resnet20" / "result.json") == kept
     assert json.loads((cell / "result.json").read_text())["steps"] == 6  # not 12: resumed at its last step
     assert (pd.read_csv(out / "comparison.csv").status == "ok").all()
+    _assert_correct_kept(pd.read_csv(out / "comparison.csv"))  # the resumed one scored again at its end
 
     changed = amoeba(*[c.replace("--top_k=1", "--top_k=2") for c in command], check=False)
     assert changed.returncode == 1 and "top_k: 1 -> 2" in changed.stderr
+
+
+def _assert_correct_kept(table: pd.DataFrame) -> None:
+    """Issue 52: each model's final evaluation kept which of the 32 evaluation images (and of the 12
+    validation ones) it got right, in the comparison, for a paired test between models."""
+    from core.correct_images import decode
+
+    for _, row in table.iterrows():
+        evaluated, validated = decode(row.eval_correct), decode(row.val_correct)
+        assert evaluated.size == 32 and evaluated.mean() == pytest.approx(row.top1)
+        assert validated.size == 12 and validated.mean() == pytest.approx(row.val_top1)
 
 
 @pytest.mark.integration  # trains through Ray Tune

@@ -176,3 +176,25 @@ def test_looking_for_class_folders_does_not_walk_a_whole_tree(tmp_path, monkeypa
     monkeypatch.setattr(data_dir, "MAX_ENTRIES", 10)
     monkeypatch.setattr(os, "scandir", Counting)
     assert not data_dir._has_images(str(tmp_path / "notes")) and len(seen) == 10  # gave up after MAX_ENTRIES
+
+
+def test_validation_images_are_the_splits_first_records_and_training_never_reads_them(fake):
+    """Issue 52, defect 4: promote chooses on validation images held out of the training split."""
+    files = records.shard_files(fake, records.TRAIN_PREFIX)
+    shard_records = [list(tf.data.TFRecordDataset(f).as_numpy_iterator()) for f in files]
+    held = 16  # each shard's share (13, 13, 14 images): its first 6, 5 and 5
+    assert [len(r) for r in shard_records] == [13, 13, 14]
+    assert records.held_out_per_shard(fake, held) == [6, 5, 5]
+    validation = shard_records[0][:6] + shard_records[1][:5] + shard_records[2][:5]
+    shards, count = records._training_shards(fake, held)
+    trained = list(records._read(shards, count).as_numpy_iterator())
+    assert len(trained) == NUM_TRAIN - held and not set(trained) & set(validation)
+    assert set(trained) | set(validation) == {r for rs in shard_records for r in rs}
+    labels = [tf.train.Example.FromString(r).features.feature["image/class/label"].int64_list.value[0] - 1
+              for r in validation]
+    batches = list(records.validation_dataset(fake, held, 8, 16, label_offset=1))
+    got = np.concatenate([y.numpy() for _, y, _ in batches])
+    weights = np.concatenate([w.numpy() for _, _, w in batches])
+    assert got[weights > 0].tolist() == labels and weights.sum() == held
+    with pytest.raises(ValueError, match="validation_images 41 is more than the 40 training images"):
+        records.held_out_per_shard(fake, 41)

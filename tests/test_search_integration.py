@@ -89,13 +89,17 @@ def test_a_search_of_prepared_jpegs_through_ray_tune_with_rungs_then_resume(cifa
 
 
 def _each_trial_logged_once(tracking: str, out: str, first_accuracy: float, trials: int) -> None:
-    """MLflow and TensorBoard's HParams hold each trial once, resumed or not, with its metrics."""
+    """MLflow and TensorBoard's HParams hold each trial once, resumed or not, with its metrics (ours:
+    Ray Tune's own TensorBoard logger, which would add one under OUTPUT_DIR/tune, is off)."""
+    from tests.test_hparams import hparams_sessions
     from tests.test_mlflow import logged_runs
 
     runs = logged_runs(tracking, os.path.basename(out))
     assert sorted(runs) == [f"trial_{i}" for i in range(trials)]
     assert runs["trial_0"]["metrics"]["val_accuracy"] == first_accuracy
     assert sorted(os.listdir(os.path.join(out, "hparams"))) == [f"trial_{i}" for i in range(trials)]
+    assert hparams_sessions(out) == [f"hparams/trial_{i}" for i in range(trials)]
+    assert not glob.glob(os.path.join(out, "tune", "**", "*tfevents*"), recursive=True)
 
 
 @pytest.mark.integration

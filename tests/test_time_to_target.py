@@ -2,6 +2,8 @@
 counts and how hits and misses rank. The proxy loop's evaluations run on a fake clock here; the
 training itself is tests/test_trainer.py's."""
 
+from dataclasses import replace
+
 import pytest
 
 from core.proxy_config import ProxyConfig
@@ -21,26 +23,28 @@ class Clock:
 
 
 def race(monkeypatch, step_s: float, eval_s: float, accuracies: list[float], proxy: ProxyConfig = PROXY,
-         trace_s: float = 0.0) -> dict:
+         trace_s: float = 0.0, wait_s: float = 0.0, eval_trace_s: float | None = None) -> dict:
     """A candidate evaluated after each step (the k-th evaluation scoring accuracies[k]), each step
-    `step_s` and each evaluation `eval_s` long (the first of each `trace_s` longer), until the loop
-    stops it: its target metrics."""
+    `step_s` and each evaluation `eval_s` long (the first of each `trace_s` longer; the first
+    evaluation `eval_trace_s` longer when given), each step after a
+    wait of `wait_s` on its input (the wall clock's, not the step's), until the loop stops it: its
+    target metrics."""
     clock = Clock()
     monkeypatch.setattr(candidate_loop, "time", clock)
     run = ProxyTraining.__new__(ProxyTraining)  # the loop's state without a network
     run.proxy, run.eval_steps, run.t_train, run.eval_times = proxy, 1, 0.0, []
     run.curve, run.reached_s, run.last_evaluation, run.evaluated_steps = [], None, None, -1
-    run.first_step_seconds, run.step_seconds = step_s + trace_s, []
+    run.first_step_seconds, run.step_seconds, run.sorted_steps = step_s + trace_s, [], []
     scores = iter(accuracies)
 
     def evaluate() -> dict:
-        took = eval_s + (trace_s if not run.eval_times else 0.0)
+        took = eval_s + ((trace_s if eval_trace_s is None else eval_trace_s) if not run.eval_times else 0.0)
         clock.now += took
         return {"val_accuracy": next(scores), "val_loss": 1.0, "latency_ms_batch": 1.0, "eval_seconds": took}
 
     run.evaluate = evaluate
     for step in range(1, len(accuracies) + 1):
-        clock.now += step_s + (trace_s if step == 1 else 0.0)
+        clock.now += wait_s + step_s + (trace_s if step == 1 else 0.0)
         if step > 1:
             run.step_seconds.append(step_s)
         if run._target_check(step):
@@ -124,3 +128,38 @@ def test_a_trials_curve_scores_a_lower_target_as_a_search_at_that_target_would(m
     assert again["time_to_target_s"] == at_lower["time_to_target_s"]
     with pytest.raises(ValueError, match="target_curve: no evaluation"):
         lower.seconds_to_target_on([])
+
+
+def test_on_the_steady_clock_a_candidate_stops_on_the_steady_clock_not_the_wall(monkeypatch):
+    """Issue 52: with --target_clock=steady the limit was on the wall clock while a hit was judged on
+    the steady one: a net that waited on its input between steps was stopped by the wall clock
+    before its steady hit, and scored a miss."""
+    steady = ProxyConfig(target_accuracy=0.7, target_seconds=12, target_clock="steady")
+    # steps of 2 s after waits of 2 s, evaluations of 0.5 s: 2.5 s a step on the steady clock, 4.5 s on
+    # the wall; the fourth evaluation (0.71) ends at 10 s steady, 18 s wall
+    hit = race(monkeypatch, 2.0, 0.5, [0.5, 0.6, 0.65, 0.71], steady, wait_s=2.0)
+    assert hit["time_to_target_s"] == 10.0 and hit["evaluations"] == 4  # not cut off at 13 s of wall time
+    # its budget is spent on the steady clock: a net that never gets there stops at 12 s steady
+    miss = race(monkeypatch, 2.0, 0.5, [0.5] * 10, steady, wait_s=2.0)
+    assert miss["time_to_target_s"] is None and miss["evaluations"] == 5  # 12.5 s steady, 22.5 s wall
+    assert miss["target_curve"][-2][0] < 12 <= miss["target_curve"][-1][0]
+    # the first step's trace does not spend it: the steady clock is not judged before a steady step
+    # (evaluation shares the batch-1 latency's inference trace: its first call is not traced)
+    traced = race(monkeypatch, 2.0, 0.5, [0.5, 0.6, 0.65, 0.71], steady, trace_s=20.0, eval_trace_s=0.0)
+    assert traced["time_to_target_s"] == 10.0
+    wall = replace(steady, target_clock="training_and_evaluations")  # the wall clock: its own limit, as before
+    assert race(monkeypatch, 2.0, 0.5, [0.5, 0.6, 0.65, 0.71], wall, wait_s=2.0)["evaluations"] == 3
+
+
+def test_the_calibrations_run_is_evaluated_as_a_candidate_is_and_never_stops(monkeypatch):
+    """Issue 52: the calibration's run, timed on the candidates' clock with their evaluations: it
+    evaluates every epochs_per_eval, records its curve, and trains to the end (no target, no limit)."""
+    calibration = ProxyConfig(calibration=True)
+    ran = race(monkeypatch, 2.0, 0.5, [0.5, 0.8, 0.99, 0.9], calibration)
+    assert ran["target_curve"] == [[2.5, 0.5], [5.0, 0.8], [7.5, 0.99], [10.0, 0.9]]
+    assert "seconds_to_target" not in ran and ran["best_val_accuracy"] == 0.99
+    steady = race(monkeypatch, 2.0, 0.5, [0.5, 0.8], replace(calibration, target_clock="steady"), wait_s=3.0)
+    assert steady["target_curve"] == [[2.5, 0.5], [5.0, 0.8]]  # the steady clock's, as its candidates'
+    for wrong in ({"target_accuracy": 0.5, "target_seconds": 10.0}, {"train_seconds": 5.0}):
+        with pytest.raises(ValueError, match="calibration: trains the --epochs schedule to its end"):
+            ProxyConfig(calibration=True, **wrong)

@@ -121,3 +121,93 @@ def test_the_cost_aware_docs_say_the_verdict_judges_the_searchs_pick_against_eac
     assert "the report's verdict compares the search's pick with each baseline" in flat
     synopsis = flat[flat.index("amoeba promote --search_dir"):flat.index("amoeba report DIR")]
     assert "--export_dir=DIR" in synopsis and "--export_choice=accuracy|time_to_target" in synopsis
+
+
+# ---- issue 52: two models scored on the same images are judged by a paired test ----
+
+def test_mcnemars_exact_test_matches_a_hand_computed_case():
+    """b=10 images only the first got right, c=2 only the second: under "neither is better" each is a
+    fair coin, P(X <= 2 or X >= 10 | 12 tosses) = 2 * (1 + 12 + 66) / 4096 = 0.0386."""
+    import numpy as np
+
+    from experiments.noise import compared_paired, paired
+
+    both, neither = [True] * 50, [False] * 30
+    a = np.array(both + neither + [True] * 10 + [False] * 2)
+    b = np.array(both + neither + [False] * 10 + [True] * 2)
+    p, only_a, only_b = paired(a, b)
+    assert (only_a, only_b) == (10, 2) and p == pytest.approx(2 * (1 + 12 + 66) / 4096) and round(p, 4) == 0.0386
+    assert paired(b, a) == (p, 2, 10) and paired(a, a) == (1.0, 0, 0)
+    assert compared_paired(a, b) == ("beats", "McNemar's paired test on the same 92 images: p 0.039, 10 against 2 "
+                                              "images")
+    assert compared_paired(b, a)[0] == "does not beat" and compared_paired(a, a)[0] == "is within noise of"
+    assert compared_paired(a[:-9], b[:-9]) == ("is within noise of", "McNemar's paired test on the same 83 images: "
+                                                                     "p 0.25, 3 against 0 images")
+    with pytest.raises(ValueError, match="the same images"):
+        paired(a, b[:-1])
+
+
+def test_correctness_round_trips_through_its_compact_text():
+    import numpy as np
+
+    from core.correct_images import decode, decoded, encode
+
+    flags = np.random.default_rng(0).random(10_000) < 0.9
+    text = encode(flags)
+    assert text.startswith("10000:") and len(text) == len("10000:") + 4 * 1_250 // 3 + 2  # base64 of 1,250 bytes
+    assert (decode(text) == flags).all() and decode(encode([1, 0, 1])).tolist() == [True, False, True]
+    assert decode(encode([])).size == 0 and decoded(float("nan")) is None and decoded("3:AAAA") is None
+    with pytest.raises(ValueError, match="N:BASE64"):
+        decode("12:not base64!")
+
+
+def _same_images(top1: float, n: int, wrong_first: int):
+    """Per-image correctness over `n` images: wrong on images [wrong_first, wrong_first + n*(1-top1))."""
+    import numpy as np
+
+    from core.correct_images import encode
+
+    flags = np.ones(n, bool)
+    flags[wrong_first:wrong_first + round(n * (1 - top1))] = False
+    return encode(flags)
+
+
+def test_overlapping_intervals_on_the_same_images_can_still_be_a_win_by_the_paired_test():
+    """0.900 against 0.908 on the same 10,000 images: the Wilson intervals ([0.894, 0.906], [0.902,
+    0.914]) overlap, "within noise"; but the 80 images that tell them apart all go the pick's way (it
+    gets right every image the baseline does and 80 more), which McNemar's test puts at p ~ 1e-24."""
+    import pandas as pd
+
+    from experiments.comparison import promote_verdict
+
+    row = {"status": "ok", "params": 1000, "epochs": 3.0, "top5": 0.99, "chance_top1": 0.1, "eval_images": 10_000}
+    table = pd.DataFrame([
+        {**row, "name": "cell", "kind": "searched", "top1": 0.908, "eval_correct": _same_images(0.908, 10_000, 0)},
+        {**row, "name": "resnet20", "kind": "baseline", "top1": 0.900, "eval_correct": _same_images(0.900, 10_000, 0)}])
+    said = promote_verdict(table)
+    assert "), beats resnet20 (top-1 0.9000 [0.8940, 0.9057] on 10,000 images, 1,000 parameters, 3.0 epochs; " \
+           "McNemar's paired test on the same 10,000 images: p 1.7e-24, 80 against 0 images)." in said
+    assert "95% intervals overlap" not in said
+    wilson = promote_verdict(table.drop(columns="eval_correct"))  # a comparison from before: the intervals
+    assert "is within noise of resnet20" in wilson and "(95% intervals overlap)." in wilson
+    apart = table.assign(eval_correct=[_same_images(0.908, 10_000, 5_000), table.eval_correct[1]])  # other mistakes
+    assert "), is within noise of resnet20 (top-1 0.9000 [0.8940, 0.9057] on 10,000 images, 1,000 parameters, 3.0 " \
+           "epochs; McNemar's paired test on the same 10,000 images: p 0.071, 1,000 against 920 images)." \
+        in promote_verdict(apart)
+    stray = table.assign(eval_correct=[_same_images(0.9, 10_000, 0), table.eval_correct[1]])  # not its 0.908
+    assert "(95% intervals overlap)." in promote_verdict(stray)
+
+
+def test_the_export_choice_judges_the_validation_split_by_the_paired_test_where_it_can():
+    """choose reads the validation split: its own per-image correctness (val_correct), paired."""
+    from experiments.comparison import choose
+
+    rows = [{**PROMOTED[0], "val_top1": 0.908, "val_correct": _same_images(0.908, 10_000, 0)},
+            {**PROMOTED[3], "val_top1": 0.900, "val_correct": _same_images(0.900, 10_000, 0)}]
+    table = _verdict_table(rows).assign(val_images=10_000)
+    name, why = choose(table, "accuracy")
+    assert name == "s-trial4" and why.endswith("; it beats resnet20 (validation top-1 0.9000 [0.8940, 0.9057] on "
+                                               "10,000 images; McNemar's paired test on the same 10,000 images: p "
+                                               "1.7e-24, 80 against 0 images)")
+    name, why = choose(table.drop(columns="val_correct"), "accuracy")  # without: the intervals, a toss-up
+    assert name == "s-trial4" and "it is within noise of resnet20" in why and "a toss-up on accuracy" in why

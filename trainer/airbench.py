@@ -207,16 +207,19 @@ def set_whitening(model: keras.Model, images: Any, eps: float = WHITEN_EPS) -> n
 
 
 def whitening_images(data_dir: str, image_size: int, count: int = WHITEN_IMAGES,
-                     center_crop: bool = False) -> np.ndarray:
+                     center_crop: bool = False, held_out: int = 0) -> np.ndarray:
     """The first `count` training images of a prepared data dir (or all, if fewer; one from each of
-    up to 16 shards in turn), preprocessed as the trainer evaluates: float32 [n, S, S, 3] in [-1, 1]."""
+    up to 16 shards in turn) past the `held_out` validation images (trainer/records.py), preprocessed
+    as the trainer evaluates: float32 [n, S, S, 3] in [-1, 1]."""
     import tensorflow as tf
 
-    from trainer.records import TRAIN_PREFIX, parser, preprocess_for_eval, shard_files
+    from trainer.records import TRAIN_PREFIX, held_out_per_shard, parser, preprocess_for_eval, shard_files
 
     files = shard_files(data_dir, TRAIN_PREFIX)
-    records = tf.data.Dataset.from_tensor_slices(files).interleave(
-        tf.data.TFRecordDataset, cycle_length=min(len(files), 16))  # sequential: a fixed order
+    skips = held_out_per_shard(data_dir, held_out) if held_out else [0] * len(files)
+    records = tf.data.Dataset.from_tensor_slices((files, tf.constant(skips, tf.int64))).interleave(
+        lambda path, skip: tf.data.TFRecordDataset(path).skip(skip),
+        cycle_length=min(len(files), 16))  # sequential: a fixed order
     parse = parser(0)
     data = (records.take(count)
             .map(lambda serialized: preprocess_for_eval(parse(serialized)[0], image_size, center_crop),
@@ -231,7 +234,8 @@ def init_from_training_data(model: keras.Model, config: Any) -> bool:
     center_crop) and returns True; any other model is left alone (False)."""
     if whitening_layer(model) is None:
         return False
-    set_whitening(model, whitening_images(config.data, config.image_size, center_crop=config.center_crop))
+    set_whitening(model, whitening_images(config.data, config.image_size, center_crop=config.center_crop,
+                                          held_out=getattr(config, "validation_images", 0)))
     return True
 
 

@@ -18,13 +18,16 @@ checkpoint re-reports the rungs it finished without training them again. Candida
 loss, out of memory, timeout) raise `CandidateFailed`. This module must not import Ray.
 
 With `proxy.target_accuracy` the clock is `amoeba promote`'s (DAWNBench's): training and its
-evaluations, to the end of the first evaluation at or over the target; a hit is one under
-`target_seconds` (core/proxy_config.py scores hits and misses). With a `state_dir` the loop keeps a
-progress file there (`StepProgress`), which the search's progress line reads.
+evaluations, to the end of the first evaluation at or over the target (`target_clock` steady: at
+the median step and evaluation); a hit is one under `target_seconds` on that clock, which stops the
+candidate once past it (core/proxy_config.py scores hits and misses). `proxy.calibration` runs alike
+with no target and no stop. With a `state_dir` the loop keeps a progress file there
+(`StepProgress`), which the search's progress line reads.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import math
 import statistics
@@ -62,7 +65,7 @@ class ProxyTraining:
                  rungs: RungPlan | None, state_dir: str | None) -> None:
         self.data, self.proxy, self.state_dir = data, proxy, state_dir
         self.timed = proxy.train_seconds > 0 and rungs is None
-        self.targeted = proxy.target_accuracy > 0 and rungs is None
+        self.targeted = (proxy.target_accuracy > 0 or proxy.calibration) and rungs is None
         self.total_steps, self.calibration_ms = fixed_steps(state_dir) if self.timed else (None, None)
         self.ends = list(rungs.epochs) if rungs else [ALL_EPOCHS if self.timed else proxy.epochs]
         self.steps_per_epoch = len(data.x_train) // proxy.train_batch_size
@@ -76,6 +79,7 @@ class ProxyTraining:
         self.progress = StepProgress(state_dir, proxy.train_batch_size)
         self.first_step_seconds = 0.0  # this call's first step: its trace
         self.step_seconds: list[float] = []  # steady steps (the first, traced one excluded)
+        self.sorted_steps: list[float] = []  # the same, sorted: the steady clock's median at each step
         # --target_accuracy: evaluated every eval_steps; the curve is (seconds, evaluations included; accuracy)
         self.eval_steps = max(1, round(proxy.epochs_per_eval * self.steps_per_epoch))
         self.t_train, self.stopped = 0.0, False
@@ -201,22 +205,39 @@ class ProxyTraining:
 
     def _target_check(self, rung_steps: int) -> bool:
         """--target_accuracy: evaluate when one is due (or the time is up); whether to stop (at a hit,
-        or once the time is up: an evaluation that ends after it is no hit)."""
-        if rung_steps % self.eval_steps == 0 or self._time_is_up():
+        or once the time is up: an evaluation that ends after it is no hit). The calibration's run
+        evaluates alike and never stops."""
+        if rung_steps % self.eval_steps == 0 or self._time_is_up(rung_steps):
             self._evaluate_on_the_way(rung_steps)
-        return self.reached_s is not None or self._time_is_up()
+        return self.reached_s is not None or self._time_is_up(rung_steps)
 
     def _clock(self, rung_steps: int) -> float:
         """--target_accuracy's time after `rung_steps` steps and the evaluations so far: the wall
         seconds, or with target_clock steady, the steps x their median and the evaluations x theirs."""
         if self.proxy.target_clock != "steady":
             return self._seconds_with_evaluations()
-        step = statistics.median(self.step_seconds) if self.step_seconds else self.first_step_seconds
-        return rung_steps * step + len(self.eval_times) * statistics.median(self.eval_times)
+        evaluations = len(self.eval_times) * statistics.median(self.eval_times) if self.eval_times else 0.0
+        return rung_steps * self._step_median() + evaluations
 
-    def _time_is_up(self) -> bool:
-        """Whether --target_accuracy's clock has reached the candidate's budget, target_seconds."""
-        return self._seconds_with_evaluations() >= self.proxy.target_seconds
+    def _step_median(self) -> float:
+        """The median steady step so far (before one: the first step's), from the steps kept sorted."""
+        done = self.sorted_steps
+        for seconds in self.step_seconds[len(done):]:
+            bisect.insort(done, seconds)
+        if not done:
+            return self.first_step_seconds
+        middle = len(done) // 2
+        return done[middle] if len(done) % 2 else (done[middle - 1] + done[middle]) / 2
+
+    def _time_is_up(self, rung_steps: int) -> bool:
+        """Whether the candidate's budget, target_seconds, is spent on the clock its hit is judged on
+        (with target_clock steady: once a steady step has set the pace, not on the trace); never for
+        the calibration's run, which has none."""
+        if not self.proxy.target_seconds:
+            return False
+        if self.proxy.target_clock == "steady" and not self.step_seconds:
+            return False
+        return self._clock(rung_steps) >= self.proxy.target_seconds
 
     def _evaluate_on_the_way(self, rung_steps: int) -> None:
         evaluation = self.evaluate()
@@ -242,9 +263,12 @@ class ProxyTraining:
         target_curve (evolution/objectives.py's CURVE_KEY), each evaluation's [seconds, accuracy],
         which `amoeba results --at_target` scores again at a lower target without training."""
         best = max(accuracy for _, accuracy in self.curve)
+        curve = {"best_val_accuracy": best, "evaluations": len(self.curve),
+                 "target_curve": [list(point) for point in self.curve]}
+        if self.proxy.calibration:  # no target: its curve is scored by the search it calibrates
+            return curve
         return {"seconds_to_target": self.proxy.seconds_to_target(self.reached_s, best),
-                "time_to_target_s": self.reached_s, "best_val_accuracy": best, "evaluations": len(self.curve),
-                "target_curve": [list(point) for point in self.curve]}
+                "time_to_target_s": self.reached_s, **curve}
 
     def evaluate(self) -> dict[str, float | None]:
         """Accuracy and mean loss on the validation images (of the averaged weights with

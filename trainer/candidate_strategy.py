@@ -22,7 +22,7 @@ _TPU_STRATEGIES: dict[str, tf.distribute.Strategy] = {}
 
 def tpu_strategy(tpu: str) -> tf.distribute.Strategy:
     """A TPUStrategy over `tpu` ("local": this worker's own chips), connected once per process."""
-    from trainer.train import make_strategy  # only TPU trials need full training's module
+    from trainer.train_plan import make_strategy  # only TPU trials need it
 
     if tpu not in _TPU_STRATEGIES:
         _TPU_STRATEGIES[tpu] = make_strategy(tpu)

@@ -11,15 +11,22 @@ Test-time augmentation (`eval_tta`), airbench94's `infer` at its levels 0-2: `no
 `flip`, the mean of the logits of the image and its mirror; `flip_translate`, half that mean and a
 quarter each of the same mean for the image shifted one pixel either way diagonally (reflect padding
 of 1, cropped at the top-left and at the bottom-right corner): 6 views, their logits averaged (not
-their probabilities). This module must not train.
+their probabilities).
+
+Per-image correctness: each evaluation step also gives, per row, whether its top-1 was right (-1
+for the zero-weight padding rows; `per_image_correct`), gathered across replicas in the batch's
+order; `score` sums a split's batches and keeps the real images' right and wrong in the split's
+fixed order, which the final evaluation writes to `model_dir/eval_correct.json`
+(core/correct_images.py) for a paired test between models. This module must not train.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from core.train_config import TTA_VIEWS
@@ -45,6 +52,26 @@ def tta_logits(logits_of: Callable[[tf.Tensor], tf.Tensor], images: tf.Tensor, v
     up_left = _mirrored_mean(logits_of, padded[:, :height, :width, :])
     down_right = _mirrored_mean(logits_of, padded[:, 2:height + 2, 2:width + 2, :])
     return 0.5 * mirrored + 0.25 * up_left + 0.25 * down_right
+
+
+def per_image_correct(labels: tf.Tensor, logits: tf.Tensor, weights: tf.Tensor) -> tf.Tensor:
+    """int32 per row of a batch (a type every strategy's gather takes): 1 where the top-1 is
+    `labels`, 0 where not, -1 for a padding row (weight 0), dropped once the batches are joined."""
+    right = tf.cast(tf.math.in_top_k(labels, tf.cast(logits, tf.float32), 1), tf.int32)
+    return tf.where(weights > 0, right, tf.constant(-1, tf.int32))
+
+
+def score(batches: Iterable, eval_batch: Callable) -> tuple[tuple[float, ...], np.ndarray]:
+    """((loss, top-1, top-5, images) summed over a split's `batches`, each image right or wrong in
+    their order): `eval_batch` gives each batch's sums and its per_image_correct. The flags stay on
+    the device until the end: one transfer a split, not one a batch."""
+    totals, flags = tf.zeros(4), []
+    for batch in batches:
+        sums, correct = eval_batch(batch)
+        totals += sums
+        flags.append(correct)
+    rows = tf.concat(flags, 0).numpy() if flags else np.zeros(0, np.int32)
+    return tuple(float(t) for t in totals), rows[rows >= 0].astype(bool)
 
 
 def _averaging_optimizer(optimizer: keras.optimizers.Optimizer) -> keras.optimizers.Optimizer | None:

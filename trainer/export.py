@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from core import storage
 from core.export_formats import PARITY_FILE, check_formats
-from trainer.export_formats import logits_model, parity, runner, write_format
+from trainer.export_formats import logits_model, parity, parity_line, runner, write_format
 from trainer.models import split_outputs
 from trainer.prepare_images import decoder_lines_hidden, inspect_data, op_message
 from trainer.records import preprocess_for_eval
@@ -34,8 +34,8 @@ def export_model(model: keras.Model, export_dir: str, image_size: int, labels: S
                  formats: Sequence[str] = ("saved_model",)) -> dict[str, dict]:
     """Writes `formats` (core/export_formats.py's table) and labels.txt to export_dir, then checks
     each file's logits on `images` (float32, preprocessed as in evaluation) against the model's and
-    writes parity.json: {format: its agreement and largest logit difference}. ValueError naming the
-    format when one is beyond its tolerance (the files stay, for a look)."""
+    writes parity.json: {format: its agreement and largest logit difference, by trainer/export_formats.py's
+    `parity`}. ValueError naming the format when one is beyond its tolerance (the files stay, for a look)."""
     formats = check_formats(formats)
     if "saved_model" in formats:
         _write_saved_model(model, export_dir, image_size, center_crop, labels)
@@ -49,8 +49,7 @@ def export_model(model: keras.Model, export_dir: str, image_size: int, labels: S
     expected = logits_model(model, image_size).predict_on_batch(images).astype(np.float64)
     checks = {fmt: parity(expected, runner(export_dir, fmt)(images), fmt) for fmt in formats}
     storage.write_json(storage.join(export_dir, PARITY_FILE), checks)
-    beyond = [f"{fmt} (top-1 agreement {c['top1_agreement']}, largest logit difference {c['max_logit_diff']:.3g})"
-              for fmt, c in checks.items() if not c["within_tolerance"]]
+    beyond = [f"{fmt} ({parity_line(fmt, c)})" for fmt, c in checks.items() if not c["within_tolerance"]]
     if beyond:
         raise ValueError(f"{export_dir}: exported predictions differ from the Keras model's on {len(images)} "
                          f"evaluation images beyond tolerance: {'; '.join(beyond)} ({PARITY_FILE})")

@@ -104,16 +104,52 @@ def runner(export_dir: str, fmt: str) -> Runner:
     return lambda images: next(iter(run(**{name: images}).values()))
 
 
+def logit_spread(logits: np.ndarray) -> float:
+    """The logits' spread: their standard deviation about each image's mean (pooled over images), the
+    scale of what tells the classes apart (a shift common to an image's logits changes no probability)."""
+    centred = logits - np.mean(logits, axis=-1, keepdims=True)
+    return float(np.sqrt(np.mean(np.square(centred))))
+
+
 def parity(expected: np.ndarray, got: np.ndarray, fmt: str) -> dict:
-    """Top-1 agreement and the largest logit difference of `got` against the Keras logits, and
-    whether they are within `fmt`'s tolerance."""
+    """`got` against the Keras logits `expected` (images x classes) by `fmt`'s rule: the largest logit
+    difference, allowed `max_logit_diff` times the logits' magnitude or spread (`relative_to`), and the
+    top-1 agreement on the images whose Keras top-2 margin is clear (at least `clear_margin` x the
+    spread: near ties, an untrained model's near-uniform logits above all, agree by chance or flip by
+    rounding, and count for nothing). With no clear image the agreement is not judged (None) and the
+    logit difference alone decides. `top1_agreement` is over every image, for the record."""
     rule = FORMATS[fmt]
     if got.shape != expected.shape:
         raise ValueError(f"export format {fmt!r}: logits of shape {got.shape}, the Keras model's {expected.shape}")
-    agreement = float(np.mean(np.argmax(got, -1) == np.argmax(expected, -1)))
-    diff = float(np.max(np.abs(got.astype(np.float64) - expected)))
-    allowed = None if rule.max_logit_diff is None else rule.max_logit_diff * max(1.0, float(np.max(np.abs(expected))))
-    ok = agreement >= rule.min_agreement and (allowed is None or diff <= allowed)
-    return {"file": rule.file or ".", "images": int(len(expected)), "top1_agreement": round(agreement, 4),
-            "max_logit_diff": diff, "max_logit_diff_allowed": allowed, "min_agreement": rule.min_agreement,
-            "within_tolerance": ok}
+    expected, got = np.asarray(expected, np.float64), np.asarray(got, np.float64)
+    magnitude = max(1.0, float(np.max(np.abs(expected))))
+    spread = max(logit_spread(expected), 1e-6 * magnitude)  # constant logits: float rounding only
+    allowed = rule.max_logit_diff * (spread if rule.relative_to == "spread" else magnitude)
+    diff = float(np.max(np.abs(got - expected)))
+    same = np.argmax(got, -1) == np.argmax(expected, -1)
+    ordered = np.sort(expected, -1)
+    margin = ordered[:, -1] - ordered[:, -2] if expected.shape[-1] > 1 else np.full(len(expected), np.inf)
+    clear = margin >= rule.clear_margin * spread
+    agreement = float(np.mean(same[clear])) if clear.any() else None
+    ok = diff <= allowed and (agreement is None or agreement >= rule.min_agreement)  # NaN logits: not ok
+    return {"file": rule.file or ".", "images": int(len(expected)), "top1_agreement": round(float(np.mean(same)), 4),
+            "clear_images": int(np.sum(clear)),
+            "top1_agreement_clear": None if agreement is None else round(agreement, 4),
+            "min_agreement": rule.min_agreement, "logit_spread": spread, "max_logit_diff": diff,
+            "max_logit_diff_allowed": allowed, "relative_to": rule.relative_to, "within_tolerance": bool(ok)}
+
+
+def parity_line(fmt: str, check: dict) -> str:
+    """`parity`'s check of `fmt` in words: its agreement and its logit difference against the allowed."""
+    rule = FORMATS[fmt]
+    scale = "the logits' spread" if rule.relative_to == "spread" else "max(1, largest |logit|)"
+    if check["clear_images"] == check["images"]:
+        agreement = f"top-1 agreement {check['top1_agreement']}"
+    elif check["clear_images"]:
+        agreement = (f"top-1 agreement {check['top1_agreement_clear']} on the {check['clear_images']} images without "
+                     f"a near tie ({check['top1_agreement']} on all)")
+    else:
+        agreement = f"top-1 agreement not judged, every image a near tie ({check['top1_agreement']} on all)"
+    least = f", least {rule.min_agreement}" if rule.min_agreement else ""
+    return (f"{agreement}{least}, largest logit difference {check['max_logit_diff']:.3g} (allowed "
+            f"{check['max_logit_diff_allowed']:.3g}: {rule.max_logit_diff:g} x {scale})")

@@ -84,29 +84,18 @@ def load_digits(proxy: ProxyConfig) -> ArrayDataset:
     return ArrayDataset(x[train], y[train], x[val], y[val], num_classes=10)
 
 
-def _square_resized(encoded: tf.Tensor, size: int) -> tf.Tensor:
-    """uint8 [size, size, 3]: the image's centred square, resized (antialiased) when not already size."""
-    image = tf.io.decode_image(encoded, channels=3, expand_animations=False)
-    shape = tf.shape(image)
-    side = tf.minimum(shape[0], shape[1])
-    image = tf.image.crop_to_bounding_box(image, (shape[0] - side) // 2, (shape[1] - side) // 2, side, side)
-
-    def resize() -> tf.Tensor:
-        resized = tf.image.resize(image, [size, size], antialias=True)
-        return tf.cast(tf.clip_by_value(tf.round(resized), 0, 255), tf.uint8)
-
-    return tf.ensure_shape(tf.cond(tf.equal(side, size), lambda: image, resize), [size, size, 3])
-
-
 def load_prepared(proxy: ProxyConfig) -> ArrayDataset:
-    """The first plan.pool records of a prepared dir's training split (file order), decoded."""
+    """The first plan.pool records of a prepared dir's training split (file order), as uint8 pixels
+    preprocessed as every other path to a model does (records.eval_pixels with center_crop=False:
+    the centred square, resized with antialiasing, so the promoted and deployed model sees the same)."""
     info = records.read_metadata(proxy.data)
     plan = check_data_dir(proxy)
     files = records.shard_files(proxy.data, records.TRAIN_PREFIX)
     parse = records.parser(info.label_offset)
     size = proxy.input_size
     data = (tf.data.TFRecordDataset(files).take(plan.pool).map(parse)
-            .map(lambda encoded, y: (_square_resized(encoded, size), y), num_parallel_calls=tf.data.AUTOTUNE)
+            .map(lambda encoded, y: (records.eval_pixels(encoded, size, center_crop=False), y),
+                 num_parallel_calls=tf.data.AUTOTUNE)
             .batch(1024).prefetch(2))
     xs, ys = zip(*[(x.numpy(), y.numpy()) for x, y in data])
     x, y = np.concatenate(xs), np.concatenate(ys)
@@ -143,8 +132,8 @@ def proxy_shape(proxy: ProxyConfig) -> tuple[tuple[int, int, int], int]:
 
 
 def _to_float(x: tf.Tensor) -> tf.Tensor:
-    """uint8 pixels to [-1, 1] (the records pipeline's convention); float images as they are."""
-    return tf.cast(x, tf.float32) / 127.5 - 1.0 if x.dtype == tf.uint8 else x
+    """uint8 pixels to [-1, 1] (records.to_float, the records pipeline's own); float images as they are."""
+    return records.to_float(x) if x.dtype == tf.uint8 else x
 
 
 def _pad_crop_flip(image: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:

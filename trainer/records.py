@@ -7,9 +7,14 @@ files `train-NNNNN-of-MMMMM` and `validation-NNNNN-of-MMMMM`, with `metadata.jso
 records with `make_example` and the metadata with `build_metadata`.
 
 A record's class id is `image/class/label - label_offset`: 0-based for our own data, offset 1 for
-ImageNet TFRecords (0 = background). Pixels are normalised to [-1, 1] (x / 127.5 - 1, the
-Inception/NASNet convention; no dataset mean/std), inside `preprocess_for_eval`, which the exported
-model's serving signature reuses. This module must not build models, train, or read CSVs.
+ImageNet TFRecords (0 = background). Pixels go through trainer/preprocessing.py's one function,
+re-exported here (`eval_pixels`, `to_float`, `preprocess_for_eval`): the centred square of the
+image (CROP_FRACTION of the shorter side for center_crop models, all of it otherwise), resized with
+antialiasing, rounded to uint8, then x / 127.5 - 1 into [-1, 1]; the search's proxy, training,
+evaluation and the exported model's serving signature all see the same pixels. With cache=True the
+pipelines keep what the model reads (uint8, image_size-sized) or, for the "inception" augmentation,
+whose random crop needs the whole image, the encoded bytes; never full-size decoded pixels. This
+module must not build models, train, or read CSVs.
 """
 
 from __future__ import annotations
@@ -23,11 +28,12 @@ import tensorflow as tf
 from core import storage
 from core.augmentations import AUGMENTATIONS
 from core.data_dir import METADATA_FILE, no_metadata_message
+from trainer.preprocessing import (CROP_FRACTION, center_window, crop, decode, eval_pixels,  # noqa: F401 (re-exported)
+                                   preprocess_for_eval, resize_pixels, to_float)
 
 LABELS_FILE = "labels.txt"
 TRAIN_PREFIX = "train"
 EVAL_PREFIX = "validation"
-CROP_FRACTION = 0.875  # eval centre crop (224 of 256 in the tpu preprocessing)
 SHUFFLE_BUFFER = 8192
 AIRBENCH_TRANSLATE = 2  # the "airbench" augmentation's largest translation, in pixels
 _CYCLE_LENGTH = 16  # shards read at the same time
@@ -118,20 +124,6 @@ def read_metadata(data_dir: str) -> DataInfo:
 
 # ---- preprocessing (graph functions on one example) ----
 
-def _normalize(image: tf.Tensor, image_size: int) -> tf.Tensor:
-    image = tf.image.resize(image, [image_size, image_size], method="bilinear")
-    image = tf.ensure_shape(image, [image_size, image_size, 3])
-    return image / 127.5 - 1.0
-
-
-def _center_window(shape: tf.Tensor) -> tf.Tensor:
-    """[y, x, size, size]: the centred square of CROP_FRACTION of the shorter side."""
-    height, width = shape[0], shape[1]
-    size = tf.cast(CROP_FRACTION * tf.cast(tf.minimum(height, width), tf.float32), tf.int32)
-    size = tf.maximum(size, 1)
-    return tf.stack([(height - size + 1) // 2, (width - size + 1) // 2, size, size])
-
-
 def _random_window(shape: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
     """Inception-style distorted crop (area 8%-100%, aspect 3/4-4/3); the centre crop when no
     sample fits (the sampler then returns the whole image), as the tpu preprocessing does."""
@@ -141,16 +133,7 @@ def _random_window(shape: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
         use_image_if_no_bounding_boxes=True)
     sampled = tf.stack([begin[0], begin[1], size[0], size[1]])
     whole = tf.reduce_all(tf.equal(size[:2], shape[:2]))
-    return tf.where(whole, _center_window(shape), sampled)
-
-
-def _crop(image: tf.Tensor, window: tf.Tensor) -> tf.Tensor:
-    return tf.slice(image, tf.stack([window[0], window[1], 0]), tf.stack([window[2], window[3], 3]))
-
-
-def _decode(encoded: tf.Tensor) -> tf.Tensor:
-    image = tf.io.decode_image(encoded, channels=3, expand_animations=False)
-    return tf.ensure_shape(image, [None, None, 3])
+    return tf.where(whole, center_window(shape), sampled)
 
 
 def _decode_cropped(encoded: tf.Tensor, window_fn: Callable[[tf.Tensor], tf.Tensor]) -> tf.Tensor:
@@ -161,25 +144,10 @@ def _decode_cropped(encoded: tf.Tensor, window_fn: Callable[[tf.Tensor], tf.Tens
         return tf.image.decode_and_crop_jpeg(encoded, window, channels=3)
 
     def other() -> tf.Tensor:
-        image = _decode(encoded)
-        return _crop(image, window_fn(tf.shape(image)))
+        image = decode(encoded)
+        return crop(image, window_fn(tf.shape(image)))
 
     return tf.ensure_shape(tf.cond(tf.io.is_jpeg(encoded), jpeg, other), [None, None, 3])
-
-
-def _eval_from_decoded(image: tf.Tensor, image_size: int, center_crop: bool = True) -> tf.Tensor:
-    if center_crop:
-        image = _crop(image, _center_window(tf.shape(image)))
-    return _normalize(image, image_size)
-
-
-def preprocess_for_eval(encoded_jpeg: tf.Tensor, image_size: int, center_crop: bool = True) -> tf.Tensor:
-    """Encoded image bytes (JPEG; PNG/GIF/BMP/WebP also decode) -> float32 [S, S, 3] in [-1, 1]:
-    the centred CROP_FRACTION square (the whole image with center_crop=False, as CIFAR models see
-    it) resized to image_size. The image is decoded whole, not with decode_and_crop_jpeg (whose
-    chroma upsampling differs at the crop edges), so evaluation with and without cache and the
-    serving signature all give the same pixels."""
-    return _eval_from_decoded(_decode(encoded_jpeg), image_size, center_crop)
 
 
 def _cutout(image: tf.Tensor, size: int, seed: tf.Tensor) -> tf.Tensor:
@@ -235,10 +203,42 @@ def shard_files(data_dir: str, prefix: str) -> list[str]:
 
 
 def _read(files: tf.data.Dataset, num_files: int) -> tf.data.Dataset:
-    return files.interleave(
-        lambda f: tf.data.TFRecordDataset(f, buffer_size=_READ_BUFFER),
-        cycle_length=min(num_files, _CYCLE_LENGTH), num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=True)
+    """The records of `files`, a dataset of shard paths or of (path, records to skip at its start)."""
+    def records_of(path: tf.Tensor, skip: tf.Tensor | int = 0) -> tf.data.Dataset:
+        return tf.data.TFRecordDataset(path, buffer_size=_READ_BUFFER).skip(tf.cast(skip, tf.int64))
+
+    return files.interleave(records_of, cycle_length=min(num_files, _CYCLE_LENGTH),
+                            num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+
+def held_out_per_shard(data_dir: str, held_out: int) -> list[int]:
+    """How many of each training shard's first records are validation images, `held_out` in all:
+    each shard's share of them (by metadata.json's images_per_shard; the rounding's remainder to the
+    first shards), so shards written in class order (TFRecords made elsewhere) still give every
+    class its share; ValueError naming the file when it cannot say, or holds too few images."""
+    path = storage.join(data_dir, METADATA_FILE)
+    try:
+        counts = [int(n) for n in storage.read_json(path)["splits"][TRAIN_PREFIX]["images_per_shard"]]
+    except (KeyError, TypeError, ValueError, FileNotFoundError) as err:
+        raise ValueError(f"{path}: no splits.{TRAIN_PREFIX}.images_per_shard to hold validation images out by "
+                         f"({type(err).__name__}: {err}); prepare the dir again, or give --validation_images=0") \
+            from None
+    if held_out > sum(counts):
+        raise ValueError(f"{path}: validation_images {held_out} is more than the {sum(counts)} training images")
+    taken = [held_out * count // sum(counts) for count in counts]
+    for index, count in enumerate(counts):
+        taken[index] += min(count - taken[index], held_out - sum(taken))
+    return taken
+
+
+def _training_shards(data_dir: str, held_out: int) -> tuple[tf.data.Dataset, int]:
+    """(a dataset of (shard path, records to skip), the number of shards): the training split less
+    the `held_out` validation images, each shard's first (held_out_per_shard)."""
+    files = shard_files(data_dir, TRAIN_PREFIX)
+    skips = held_out_per_shard(data_dir, held_out) if held_out else [0] * len(files)
+    if len(skips) != len(files):
+        raise ValueError(f"{data_dir}: {len(files)} training shards, but metadata.json lists {len(skips)}")
+    return tf.data.Dataset.from_tensor_slices((files, tf.constant(skips, tf.int64))), len(files)
 
 
 def parser(label_offset: int) -> Callable[[tf.Tensor], tuple[tf.Tensor, tf.Tensor]]:
@@ -262,57 +262,51 @@ def _check_sizes(batch_size: int, image_size: int) -> None:
 
 def train_dataset(data_dir: str, batch_size: int, image_size: int, *, label_offset: int = 0,
                   seed: int = 0, cache: bool = False, augmentation: str = "inception", cutout: int = 0,
-                  shuffle_buffer: int = SHUFFLE_BUFFER, flip_key: int = 0, first_example: int = 0) -> tf.data.Dataset:
+                  shuffle_buffer: int = SHUFFLE_BUFFER, flip_key: int = 0, first_example: int = 0,
+                  held_out: int = 0) -> tf.data.Dataset:
     """(images float32 [B, S, S, 3], labels int32 [B]), shuffled, augmented, repeated forever.
 
     augmentation "inception": a distorted crop (area 8-100%) resized to image_size, and a flip (the
-    ImageNet recipe); "cifar": the whole image resized, then pad-crop-flip and `cutout` (small images);
-    "airbench": the whole image resized, a translation of up to 2 pixels (reflect padding) and the
+    ImageNet recipe); "cifar": the image as evaluation and the search see it (`eval_pixels` with
+    center_crop=False: its centred square, resized), then pad-crop-flip and `cutout` (small images);
+    "airbench": that image, a translation of up to 2 pixels (reflect padding) and the
     alternating flip, each image's flip bit keyed by `flip_key`, the epoch counted from
     `first_example` (the examples drawn before a resume) over the data's training images: exact
     with `cache` (each epoch a whole shuffle), about right without (shuffles cross epochs); then
     `cutout`.
 
     Augmentation seeds come from a seeded stream zipped with the records, so a seed gives the same
-    batches however many threads map. cache=True keeps the decoded images in memory (small data).
+    batches however many threads map. cache=True keeps in memory what `_train_examples` makes: the
+    uint8 image_size pixels ("cifar", "airbench") or the encoded bytes ("inception"), never decoded
+    full-size images, so photos of any size cache in about what the model reads. The split's first
+    `held_out` records (the validation images: validation_dataset) are never read.
     """
     _check_sizes(batch_size, image_size)
     if augmentation not in AUGMENTATIONS:
         raise ValueError(f"augmentation: unknown {augmentation!r}; known: {list(AUGMENTATIONS)}")
     inception = augmentation == "inception"
-    files = shard_files(data_dir, TRAIN_PREFIX)
-    parse = parser(label_offset)
-
-    def with_flip_bit(encoded: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        return encoded, label, _flip_bit(encoded, flip_key)
-
+    shards, num_files = _training_shards(data_dir, held_out)
+    example = _train_examples(parser(label_offset), image_size, inception, flip_key)
     if cache:
-        def decode(serialized: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-            encoded, label, bit = with_flip_bit(*parse(serialized))
-            return _decode(encoded), label, bit
-
-        data = (_read(tf.data.Dataset.from_tensor_slices(files), len(files))
-                .map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+        data = (_read(shards, num_files)
+                .map(example, num_parallel_calls=tf.data.AUTOTUNE)
                 .cache()
                 .shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
                 .repeat())
-
-        def crop(image: tf.Tensor, crop_seed: tf.Tensor) -> tf.Tensor:
-            return _crop(image, _random_window(tf.shape(image), crop_seed)) if inception else image
     else:
-        names = (tf.data.Dataset.from_tensor_slices(files)
-                 .shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat())
-        data = (_read(names, len(files))
+        names = shards.shuffle(num_files, seed=seed, reshuffle_each_iteration=True).repeat()
+        data = (_read(names, num_files)
                 .shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-                .map(lambda serialized: with_flip_bit(*parse(serialized)), num_parallel_calls=tf.data.AUTOTUNE))
+                .map(example, num_parallel_calls=tf.data.AUTOTUNE))
 
-        def crop(encoded: tf.Tensor, crop_seed: tf.Tensor) -> tf.Tensor:
-            if not inception:
-                return _decode(encoded)
-            return _decode_cropped(encoded, lambda shape: _random_window(shape, crop_seed))
+    def pixels(image: tf.Tensor, crop_seed: tf.Tensor) -> tf.Tensor:
+        if not inception:
+            return image
+        window = _decode_cropped(image, lambda shape: _random_window(shape, crop_seed))
+        return resize_pixels(window, image_size)
 
-    augment = _augmenter(augmentation, crop, image_size, cutout,
-                         read_metadata(data_dir).num_train_images if augmentation == "airbench" else 1)
+    augment = _augmenter(augmentation, pixels, cutout,
+                         read_metadata(data_dir).num_train_images - held_out if augmentation == "airbench" else 1)
     seeds = tf.data.Dataset.random(seed=seed).batch(2)
     positions = tf.data.Dataset.counter(start=first_example)
     return (tf.data.Dataset.zip((data, seeds, positions))
@@ -321,19 +315,33 @@ def train_dataset(data_dir: str, batch_size: int, image_size: int, *, label_offs
             .prefetch(tf.data.AUTOTUNE))
 
 
-def _augmenter(augmentation: str, crop: Callable[[tf.Tensor, tf.Tensor], tf.Tensor], image_size: int, cutout: int,
+def _train_examples(parse: Callable[[tf.Tensor], tuple[tf.Tensor, tf.Tensor]], image_size: int, inception: bool,
+                    flip_key: int) -> Callable[[tf.Tensor], tuple[tf.Tensor, tf.Tensor, tf.Tensor]]:
+    """The map from a serialized record to (image, label, flip bit), what train_dataset's cache holds:
+    the image is the encoded bytes for "inception" (its random crop needs the whole image), else the
+    uint8 [S, S, 3] pixels that evaluation and the search see (`eval_pixels`, center_crop=False)."""
+    def example(serialized: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        encoded, label = parse(serialized)
+        image = encoded if inception else eval_pixels(encoded, image_size, center_crop=False)
+        return image, label, _flip_bit(encoded, flip_key)
+
+    return example
+
+
+def _augmenter(augmentation: str, pixels: Callable[[tf.Tensor, tf.Tensor], tf.Tensor], cutout: int,
                num_images: int) -> Callable[..., tuple[tf.Tensor, tf.Tensor]]:
-    """The map of train_dataset: ((image or bytes, label, flip bit), seed pair, stream position) ->
-    (augmented image, label); airbench's epoch is the position over `num_images`."""
+    """The map of train_dataset: ((uint8 pixels or bytes, label, flip bit), seed pair, stream position)
+    -> (augmented float image, label); `pixels` makes the uint8 [S, S, 3] image (the inception
+    crop); airbench's epoch is the position over `num_images`."""
     def augment(example: tuple[tf.Tensor, ...], pair: tf.Tensor, position: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         crop_seed, flip_seed = tf.unstack(tf.random.experimental.stateless_split(pair, 2))
         image, label, bit = example
-        image = _normalize(crop(image, crop_seed), image_size)
+        image = to_float(pixels(image, crop_seed))
         if augmentation == "inception":
             return tf.image.stateless_random_flip_left_right(image, flip_seed), label
         if augmentation == "cifar":
             return _cifar_augment(image, flip_seed, cutout), label
-        image = airbench_augment(image, crop_seed, bit, position // num_images)  # crop_seed: unused by crop
+        image = airbench_augment(image, crop_seed, bit, position // num_images)  # crop_seed: unused by pixels
         return (_cutout(image, cutout, flip_seed) if cutout > 0 else image), label
 
     return augment
@@ -343,14 +351,37 @@ def eval_dataset(data_dir: str, batch_size: int, image_size: int, *, label_offse
                  cache: bool = False, center_crop: bool = True) -> tf.data.Dataset:
     """(images, labels, weights): every example once, in a fixed order, then zero-weight padding
     to a whole last batch, so every batch has the same shape and weighted accuracy is exact.
-    center_crop=False evaluates whole images (the "cifar" augmentation's models)."""
+    center_crop=False evaluates the whole centre square (the "cifar" and "airbench" augmentations'
+    models, as the search sees images). cache=True keeps the uint8 [S, S, 3] pixels (`eval_pixels`),
+    not decoded full-size images; cached and uncached batches are the same."""
     _check_sizes(batch_size, image_size)
     files = shard_files(data_dir, EVAL_PREFIX)
+    data = _read(tf.data.Dataset.from_tensor_slices(files), len(files))
+    return _scored(data, batch_size, image_size, label_offset, cache, center_crop)
+
+
+def validation_dataset(data_dir: str, held_out: int, batch_size: int, image_size: int, *, label_offset: int = 0,
+                       cache: bool = False, center_crop: bool = True) -> tf.data.Dataset:
+    """The `held_out` validation images held out of the training split, each shard's first
+    (held_out_per_shard; train_dataset's held_out skips them), as eval_dataset gives the evaluation
+    split: in a fixed order."""
+    _check_sizes(batch_size, image_size)
+    if held_out <= 0:
+        raise ValueError(f"validation_dataset: held_out must be positive, got {held_out}")
+    taken = held_out_per_shard(data_dir, held_out)
+    shards = tf.data.Dataset.from_tensor_slices((shard_files(data_dir, TRAIN_PREFIX), tf.constant(taken, tf.int64)))
+    data = shards.flat_map(lambda path, count: tf.data.TFRecordDataset(path, buffer_size=_READ_BUFFER).take(count))
+    return _scored(data, batch_size, image_size, label_offset, cache, center_crop)
+
+
+def _scored(data: tf.data.Dataset, batch_size: int, image_size: int, label_offset: int, cache: bool,
+            center_crop: bool) -> tf.data.Dataset:
+    """Serialized records -> eval_dataset's padded (images, labels, weights) batches."""
     parallel = tf.data.AUTOTUNE
-    data = _read(tf.data.Dataset.from_tensor_slices(files), len(files)).map(parser(label_offset), parallel)
-    if cache:  # preprocess_for_eval in two steps, the decoded images cached in between
-        data = (data.map(lambda encoded, y: (_decode(encoded), y), parallel).cache()
-                .map(lambda image, y: (_eval_from_decoded(image, image_size, center_crop), y), parallel))
+    data = data.map(parser(label_offset), parallel)
+    if cache:  # preprocess_for_eval in its two steps, the uint8 pixels cached in between
+        data = (data.map(lambda encoded, y: (eval_pixels(encoded, image_size, center_crop), y), parallel).cache()
+                .map(lambda pixels, y: (to_float(pixels), y), parallel))
     else:
         data = data.map(lambda encoded, y: (preprocess_for_eval(encoded, image_size, center_crop), y), parallel)
     data = data.map(lambda image, y: (image, y, tf.constant(1.0)))

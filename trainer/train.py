@@ -7,8 +7,9 @@ evaluation every `steps_per_eval` steps (or `epochs_per_eval` epochs), each appe
 `model_dir/eval_history.jsonl` with the training wall time to it (kept in the checkpoint, so it
 adds up over resumed runs), TensorBoard summaries in `model_dir/train` and `model_dir/eval`. An
 evaluation (and an export) uses the moving average of the weights when `ema_decay` keeps one, and
-averages the logits of the `eval_tta` views (trainer/evaluation.py). This module must not parse
-flags or know about search.
+averages the logits of the `eval_tta` views (trainer/evaluation.py); the final evaluation keeps
+which images it got right in `model_dir/eval_correct.json` (core/correct_images.py). This module
+must not parse flags or know about search.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import time
 from typing import Any, Sequence
 
@@ -25,48 +25,28 @@ import numpy as np
 import tensorflow as tf
 
 from core import storage
+from core.correct_images import write_correct
 from core.export_formats import check_precision
 from core.proxy_config import PRECISIONS
 from core.train_config import EVAL_HISTORY, PROGRESS, TrainConfig, config_from_saved
 from trainer.batch_norm import set_batch_norm
-from trainer.evaluation import averaged_weights, tta_logits
+from trainer.evaluation import averaged_weights, per_image_correct, score, tta_logits
 from trainer.fast_recipe import Lookahead, ParameterGroups, freeze_step, per_example_loss
 from trainer.export import export_model
+from trainer.export_accuracy import exported_top1, with_top1
 from trainer.models import build_model, init_from_data, model_report, model_spec, split_outputs
 from trainer.nasnet import set_training_progress
 from trainer.progress_file import ProgressFile
-from trainer.records import DataInfo, eval_dataset, read_metadata, train_dataset
+from trainer.records import eval_dataset, read_metadata, train_dataset, validation_dataset
 from trainer.schedules import WarmupDecay, make_optimizer
+from trainer.train_plan import (check_checkpoint_state, make_strategy, next_multiple as _next_multiple,
+                                steps_per_eval, total_steps, trained_split)
 
 PARITY_IMAGES = 256  # evaluation images each exported file is checked on
 
-__all__ = ["TrainConfig", "Trainer", "load_trainer", "make_strategy"]
+__all__ = ["TrainConfig", "Trainer", "load_trainer", "make_strategy", "steps_per_eval", "total_steps"]
 
 log = logging.getLogger(__name__)
-
-
-def make_strategy(tpu: str | None) -> tf.distribute.Strategy:
-    if tpu:
-        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
-        tf.config.experimental_connect_to_cluster(resolver)
-        tf.tpu.experimental.initialize_tpu_system(resolver)
-        return tf.distribute.TPUStrategy(resolver)
-    if tf.config.list_physical_devices("GPU"):
-        return tf.distribute.MirroredStrategy()
-    return tf.distribute.get_strategy()
-
-
-def total_steps(config: TrainConfig, info: DataInfo) -> int:
-    if config.train_steps > 0:
-        return config.train_steps
-    return math.ceil(config.num_epochs * info.num_train_images / config.train_batch_size)
-
-
-def steps_per_eval(config: TrainConfig, info: DataInfo) -> int:
-    """Steps between evaluations; 0: once, at the end."""
-    if config.steps_per_eval > 0 or config.epochs_per_eval <= 0:
-        return config.steps_per_eval
-    return max(1, round(config.epochs_per_eval * info.num_train_images / config.train_batch_size))
 
 
 class Trainer:
@@ -74,7 +54,7 @@ class Trainer:
 
     def __init__(self, config: TrainConfig) -> None:
         self.config = config
-        self.info = read_metadata(config.data)
+        self.info = trained_split(read_metadata(config.data), config)  # less the validation_images held out
         if config.label_offset is not None and config.label_offset != self.info.label_offset:
             raise ValueError(
                 f"--label_offset={config.label_offset}, but {config.data} records label_offset "
@@ -111,7 +91,9 @@ class Trainer:
             self.checkpoint, storage.join(config.model_dir, "checkpoints"), max_to_keep=3
         )
         self.decayed = [v for v in self.model.trainable_variables if len(v.shape) > 1]
-        self._eval_data = None
+        self._eval_data = self._validation_data = None
+        self.correct: dict[str, np.ndarray] = {}  # the last evaluation's right and wrong, per split
+        self.loops: list[tuple[float, float]] = []  # this run's training loops: (images, seconds)
         self._restored: str | None = None
 
     def _build(self, config: TrainConfig) -> tuple[keras.Model, keras.optimizers.Optimizer]:
@@ -168,7 +150,9 @@ class Trainer:
     def _eval_step(self, images, labels, weights):
         logits = tta_logits(lambda views: split_outputs(self.model(views, training=False))[0], images,
                             self.config.eval_tta)
-        return self._sums(labels, logits, self._per_example_loss(labels, logits), weights)
+        # plain cross-entropy, as the search's (trainer/candidate_step.py): label smoothing regularises training
+        loss = per_example_loss(labels, logits, self.info.num_classes, 0.0)
+        return self._sums(labels, logits, loss, weights), per_image_correct(labels, logits, weights)
 
     def _compile(self):
         strategy = self.strategy
@@ -186,8 +170,9 @@ class Trainer:
             return totals
 
         @tf.function
-        def eval_batch(batch):
-            return strategy.reduce("SUM", strategy.run(self._eval_step, args=batch), axis=None)
+        def eval_batch(batch):  # the batch's sums, and each row right or wrong in the batch's order
+            sums, correct = strategy.run(self._eval_step, args=batch)
+            return strategy.reduce("SUM", sums, axis=None), strategy.gather(correct, axis=0)
 
         return train_loop, eval_batch
 
@@ -199,11 +184,17 @@ class Trainer:
 
     def export(self, export_dir: str, formats: Sequence[str] = ("saved_model",)) -> dict[str, dict]:
         """The model (its averaged weights with ema_decay) in `formats` for serving (trainer/export.py),
-        each checked against it on the first PARITY_IMAGES evaluation images; their parity.json."""
+        each checked against it on the first PARITY_IMAGES evaluation images, and each file's own top-1
+        on the whole evaluation split (one view: trainer/export_accuracy.py); their parity.json."""
         check_precision(formats, self.config.precision)  # evaluate's model dir, or any caller
         with self.averaged_weights():
-            return export_model(self.model, export_dir, self.config.image_size, self.info.labels,
-                                self.config.center_crop, images=self.evaluation_images(PARITY_IMAGES), formats=formats)
+            checks = export_model(self.model, export_dir, self.config.image_size, self.info.labels,
+                                  self.config.center_crop, images=self.evaluation_images(PARITY_IMAGES),
+                                  formats=formats)
+        accuracies = exported_top1(export_dir, list(checks), self.config.data, self.config.image_size,
+                                   self.config.center_crop, self.label_offset, self.config.eval_batch_size)
+        return with_top1(export_dir, checks, {fmt: {**found, "eval_tta": self.config.eval_tta}
+                                              for fmt, found in accuracies.items()})
 
     def evaluation_images(self, count: int) -> np.ndarray:
         """The first `count` images of the evaluation split, preprocessed as evaluation does."""
@@ -219,19 +210,33 @@ class Trainer:
         with self.averaged_weights():
             return self._evaluate(eval_batch)
 
-    def _evaluate(self, eval_batch=None) -> dict[str, float]:
-        eval_batch = eval_batch or self._compile()[1]
-        if self._eval_data is None:  # built once, so --cache keeps the decoded images
+    def _eval_dataset(self):
+        if self._eval_data is None:  # built once, so --cache keeps the images
             data = eval_dataset(self.config.data, self.config.eval_batch_size, self.config.image_size,
                                 label_offset=self.label_offset, cache=self.config.cache,
                                 center_crop=self.config.center_crop)
             self._eval_data = self.strategy.experimental_distribute_dataset(data)
-        totals = tf.zeros(4)
-        for batch in self._eval_data:
-            totals += eval_batch(batch)
-        loss, top1, top5, n = (float(t) for t in totals)
+        return self._eval_data
+
+    def _evaluate(self, eval_batch=None) -> dict[str, float]:
+        self._eval_dataset()
+        (loss, top1, top5, n), self.correct["eval"] = score(self._eval_data, eval_batch or self._compile()[1])
         return {"step": int(self.optimizer.iterations), "loss": loss / n, "top1": top1 / n,
                 "top5": top5 / n, "num_examples": int(n)}
+
+    def validate(self, eval_batch=None) -> dict[str, float]:
+        """`val_loss`, `val_top1`, `val_top5` and `val_examples` on the validation images held out of the
+        training split (validation_images), as evaluate scores the evaluation split; {} without them."""
+        if not self.config.validation_images:
+            return {}
+        if self._validation_data is None:
+            data = validation_dataset(self.config.data, self.config.validation_images, self.config.eval_batch_size,
+                                      self.config.image_size, label_offset=self.label_offset,
+                                      cache=self.config.cache, center_crop=self.config.center_crop)
+            self._validation_data = self.strategy.experimental_distribute_dataset(data)
+        with self.averaged_weights():
+            (loss, top1, top5, n), self.correct["val"] = score(self._validation_data, eval_batch or self._compile()[1])
+        return {"val_loss": loss / n, "val_top1": top1 / n, "val_top5": top5 / n, "val_examples": int(n)}
 
     def restore(self) -> str | None:
         """Load the latest checkpoint of model_dir, if any; returns its path.
@@ -261,24 +266,12 @@ class Trainer:
         self._restored = latest
         return latest
 
-    def _check_checkpoint_state(self, saved: dict[str, Any]) -> None:
-        """A checkpoint holds a weights' average only as its run kept one: refuse to resume training
-        with --ema_decay or --lookahead_every turned on or off (a missing average would restart from
-        zeros or the raw weights; an unused one would be silently dropped). Evaluating the raw
-        weights of such a checkpoint (restore) stays allowed."""
-        for name in ("ema_decay", "lookahead_every"):
-            before, now = bool(saved.get(name, 0)), bool(getattr(self.config, name))
-            if before != now:
-                raise ValueError(f"{self.config.model_dir} was trained {'with' if before else 'without'} --{name}"
-                                 f"{'=' + str(saved[name]) if before else ''}: resume it "
-                                 f"{'with' if before else 'without'} it, or use a new --model_dir")
-
     def train(self) -> dict[str, Any]:
         """Train to `total_steps` (resuming from the latest checkpoint); return the last eval."""
         config = self.config
         saved_path = storage.join(config.model_dir, "train_config.json")
         if self.manager.latest_checkpoint and storage.exists(saved_path):
-            self._check_checkpoint_state(storage.read_json(saved_path))
+            check_checkpoint_state(config, storage.read_json(saved_path))
         latest = self.restore()
         if latest:
             print(f"resuming from {latest} at step {int(self.optimizer.iterations)}", flush=True)
@@ -287,12 +280,13 @@ class Trainer:
                             "labels": list(self.info.labels), **model_report(self.model)})
         storage.write_text(storage.join(config.model_dir, "labels.txt"), "\n".join(self.info.labels) + "\n")
         train_loop, eval_batch = self._compile()
+        eval_batch.get_concrete_function(self._eval_dataset().element_spec)  # traced off the clock, as the search's
         step = int(self.optimizer.iterations)
         # A resumed run draws new batches: the data order is seeded by the step it resumes at.
         data = train_dataset(config.data, config.train_batch_size, config.image_size,
                              label_offset=self.label_offset, seed=config.seed + step, cache=config.cache,
                              augmentation=config.augmentation, cutout=config.cutout, flip_key=config.seed,
-                             first_example=step * config.train_batch_size)
+                             first_example=step * config.train_batch_size, held_out=config.validation_images)
         self.groups.start()
         iterator = iter(self.strategy.experimental_distribute_dataset(data))
         progress = ProgressFile(storage.join(config.model_dir, PROGRESS), self.optimizer.iterations, self.total_steps)
@@ -307,7 +301,6 @@ class Trainer:
         eval_writer = tf.summary.create_file_writer(storage.join(config.model_dir, "eval"))
         every_steps, every_eval = config.save_checkpoints_steps, self.steps_per_eval
         last_save = time.monotonic()
-        clock = time.perf_counter()
         result: dict[str, Any] = {}
         while step < self.total_steps:
             boundaries = [self.total_steps, _next_multiple(step, config.iterations_per_loop)]
@@ -317,24 +310,26 @@ class Trainer:
             t0 = time.perf_counter()
             loss, top1, top5, n = (float(t) for t in train_loop(iterator, tf.constant(steps)))
             seconds = time.perf_counter() - t0
+            self.loops.append((n, seconds))
             step = int(self.optimizer.iterations)  # a skipped mixed_float16 step is not a step
             with train_writer.as_default(step=step):
-                tf.summary.scalar("loss", loss / n)
-                tf.summary.scalar("top1", top1 / n)
-                tf.summary.scalar("top5", top5 / n)
-                tf.summary.scalar("learning_rate", float(self.schedule(step)))
-                tf.summary.scalar("images_per_sec", n / seconds)
+                for name, value in (("loss", loss / n), ("top1", top1 / n), ("top5", top5 / n),
+                                    ("learning_rate", float(self.schedule(step))), ("images_per_sec", n / seconds)):
+                    tf.summary.scalar(name, value)
             print(f"step {step}/{self.total_steps}: loss {loss / n:.4f} top1 {top1 / n:.4f} "
                   f"({n / seconds:.1f} images/s)", flush=True)
             at_eval = bool(every_eval and step % every_eval == 0) or step == self.total_steps
             due = step % every_steps == 0 if every_steps else time.monotonic() - last_save >= config.save_checkpoints_secs
-            if at_eval:  # the wall time to an evaluation includes the evaluation (DAWNBench)
+            # the clock: training loops and evaluations (DAWNBench's, and the search's); not the validation
+            # (what promote chooses by, not part of the race), checkpoints, summaries or records
+            self.wall_seconds.assign_add(seconds)
+            if at_eval:
+                t_eval = time.perf_counter()
                 result = self.evaluate(eval_batch)
-            now = time.perf_counter()
-            self.wall_seconds.assign_add(now - clock)
-            clock = now
-            if at_eval:  # before the checkpoint: a crash between the two repeats a row, never loses one
-                self._record_evaluation(result)
+                self.wall_seconds.assign_add(time.perf_counter() - t_eval)
+                result.update(self.validate(eval_batch))
+                self._record_evaluation(result)  # before the checkpoint: a crash between repeats a row, never loses one
+                self._keep_correct(result)
             if due or at_eval:  # a checkpoint costs real time (resnet18: 0.23 s), so not every loop
                 self.manager.save(checkpoint_number=step)
                 last_save = time.monotonic()
@@ -354,15 +349,28 @@ class Trainer:
         eval_writer.flush()
         if not result:  # already trained to total_steps: report the last evaluation again
             progress.update(True, phase="training", step=step)  # not tracing: nothing was left to run
-            result = self.evaluate(eval_batch)
+            result = {**self.evaluate(eval_batch), **self.validate(eval_batch)}
+            self._keep_correct(result)
             if not any(row["step"] == result["step"] for row in self.evaluations()):
                 self._record_evaluation(result)  # lost to a crash before this run: recorded now
         return result
+
+    def images_per_sec(self) -> float | None:
+        """Training images a second of this run's training loops, the first (its trace) left out where
+        there are others, as the search's (trainer/candidate_loop.py): no evaluation, checkpoint or record."""
+        loops = self.loops[1:] or self.loops
+        seconds = sum(s for _, s in loops)
+        return sum(n for n, _ in loops) / seconds if seconds else None
 
     def _record_evaluation(self, result: dict[str, Any]) -> None:
         result["wall_seconds"] = float(self.wall_seconds.numpy())
         result["epoch"] = result["step"] * self.config.train_batch_size / self.info.num_train_images
         storage.append_line(storage.join(self.config.model_dir, EVAL_HISTORY), json.dumps(result))
+
+    def _keep_correct(self, result: dict[str, Any]) -> None:
+        """At the final evaluation (only: none before costs a write), which images it got right."""
+        if result.get("step") == self.total_steps and "eval" in self.correct:
+            write_correct(self.config.model_dir, result["step"], self.correct)
 
     def evaluations(self) -> list[dict[str, Any]]:
         """The evaluations of model_dir so far, by step (a step evaluated twice: the last row)."""
@@ -379,12 +387,9 @@ def load_trainer(model_dir: str, data: str | None = None) -> Trainer:
     if not storage.exists(path):
         raise FileNotFoundError(f"{model_dir}: no train_config.json; is it an `amoeba train` model_dir?")
     saved = storage.read_json(path)
-    config = config_from_saved(saved, model_dir=model_dir, **({"data": data} if data else {}))
+    other = {"data": data, "validation_images": 0} if data and data != saved.get("data") else {}  # nothing held out of it
+    config = config_from_saved(saved, model_dir=model_dir, **other)
     trainer = Trainer(config)
     if not trainer.restore():
         raise FileNotFoundError(f"{model_dir}: no checkpoint to load")
     return trainer
-
-
-def _next_multiple(step: int, every: int) -> int:
-    return (step // every + 1) * every

@@ -10,13 +10,15 @@ to within 10% of that many parameters; with --baselines and neither --match_para
 the cells are sized to the first baseline (a comparison is fair at equal size). Rerun the same
 command to resume: finished models are not retrained, the others resume from their checkpoints.
 Writes comparison.csv and comparison.json; with --export_dir, exports the model --export_choice
-picks among each search's pick and the baselines (experiments/comparison.py), and says why.
+picks among each search's pick and the baselines (experiments/comparison.py) on a validation split
+held out of the training split (--validation_images, sized to the data by default), and says why.
 """
 
 from __future__ import annotations
 
 SUMMARY = "train the best searched cells and baselines under one recipe and compare them"  # for `amoeba --help`
 
+import dataclasses
 import os
 
 from absl import app, flags
@@ -61,6 +63,9 @@ def main(args: list[str]) -> None:
         size_flags = tuple(name for name in ("filters", "num_cells") if FLAGS[name].present)
         config = build(PromoteConfig, {**fields, "recipe": recipe,
                                        "size_flags": size_flags})
+        if not FLAGS["validation_images"].present:  # once the settings are known to be good
+            config = dataclasses.replace(config, recipe={
+                **recipe, "validation_images": promote_validation_images(config.output_dir, config.data)})
         if config.export_dir:
             check_runtimes(config.export_format)  # before the training, not after it
         if note:  # once the settings are known to be good
@@ -91,6 +96,22 @@ def sized_searches(search_dirs: tuple[str, ...]) -> bool:
 
     paths = [os.path.join(d, CONFIG) for d in search_dirs]
     return bool(paths) and all(os.path.exists(p) and storage.read_json(p).get("sized_to_data") for p in paths)
+
+
+def promote_validation_images(output_dir: str, data: str) -> int:
+    """--validation_images when not given: a promote already planned keeps what its plan was made with
+    (0 for a plan made before the setting, so the same command resumes it); a new one holds out as a
+    sized search holds out its own (experiments/sizing.py's rule: a tenth, at least 20 a class but at
+    most a fifth, at most 2,000; none of a single image), so the export and the race's target are
+    chosen on images no model trains on, not on the evaluation split."""
+    from core import storage
+    from experiments import sizing
+    from experiments.layout import PLAN
+
+    plan = storage.join(output_dir, PLAN)
+    if storage.exists(plan):
+        return int((storage.read_json(plan)["settings"].get("recipe") or {}).get("validation_images", 0))
+    return sizing.promote_held_out(sizing.DataFacts.read(data))
 
 
 def _size(fields: dict, recipe: dict) -> None:

@@ -80,11 +80,14 @@ def main(args: list[str]) -> None:
         raise app.UsageError("search needs --output_dir")
     try:
         config = config_from_flags(FLAGS, SETTINGS)
-        if sized_to_data(FLAGS) and not config.proxy.target_accuracy:
-            from experiments.calibration import calibrate
+        calibrated = sized_to_data(FLAGS) and not config.proxy.target_accuracy
+        if calibrated:
+            from experiments.calibration import calibrate, seed_first_trial
 
             config = calibrate(config, given_settings(FLAGS, SETTINGS))
         algorithm = open_search(config)
+        if calibrated:  # trial 0 is the calibration's run: journaled with its result, not trained again
+            seed_first_trial(config, algorithm)
     except (ValueError, FileNotFoundError, ClusterTooSmall) as err:  # a config error: fail at once, before any trial
         raise app.UsageError(str(err)) from None
     except JournalLocked as err:

@@ -4,6 +4,7 @@ for the search's trial 0, is retried when it failed, and warns of a target insid
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -242,3 +243,20 @@ def test_a_target_inside_the_validation_splits_noise_is_warned_of(tmp_path, monk
     calibration.calibrate(config, given)
     assert "warning: the target 0.5700 is inside the validation split's noise: 10 held-out images" in \
         capsys.readouterr().out
+
+
+def test_the_calibrations_proxy_setting_is_no_flag_and_a_search_saved_before_it_resumes(tmp_path):
+    """ProxyConfig.calibration (issue 52) is set by experiments/calibration.py alone: no flag; a
+    search saved before it existed resumes, and a calibration is not resumed as a search."""
+    from experiments.commands import search
+    from experiments.search import SearchConfig, open_search
+
+    assert "calibration" not in search.FLAGS
+    config = SearchConfig(output_dir=str(tmp_path), max_trials=2, population_size=2, sample_size=2)
+    open_search(config).close()
+    saved = json.loads((tmp_path / "search_config.json").read_text())
+    del saved["proxy"]["calibration"]  # as a search saved before it
+    (tmp_path / "search_config.json").write_text(json.dumps(saved))
+    open_search(config).close()
+    with pytest.raises(ValueError, match="proxy calibration: False before, True now"):
+        open_search(dataclasses.replace(config, proxy=dataclasses.replace(config.proxy, calibration=True)))

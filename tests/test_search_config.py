@@ -399,19 +399,3 @@ def test_every_search_config_is_a_valid_search(name, monkeypatch, tmp_path):
     space = config.search_space()
     for genotype in config.initial:
         space.genotype_from_json(genotype)  # each seed is a genotype of the space it searches
-
-
-def test_the_calibrations_proxy_setting_is_no_flag_and_a_search_saved_before_it_resumes(tmp_path):
-    """ProxyConfig.calibration (issue 52) is set by experiments/calibration.py alone: no flag; a
-    search saved before it existed resumes, and a calibration is not resumed as a search."""
-    from experiments.commands import search
-
-    assert "calibration" not in search.FLAGS
-    config = SearchConfig(output_dir=str(tmp_path), max_trials=2, population_size=2, sample_size=2)
-    open_search(config).close()
-    saved = json.loads((tmp_path / "search_config.json").read_text())
-    del saved["proxy"]["calibration"]  # as a search saved before it
-    (tmp_path / "search_config.json").write_text(json.dumps(saved))
-    open_search(config).close()
-    with pytest.raises(ValueError, match="proxy calibration: False before, True now"):
-        open_search(dataclasses.replace(config, proxy=dataclasses.replace(config.proxy, calibration=True)))

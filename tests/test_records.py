@@ -198,3 +198,17 @@ def test_validation_images_are_the_splits_first_records_and_training_never_reads
     assert got[weights > 0].tolist() == labels and weights.sum() == held
     with pytest.raises(ValueError, match="validation_images 41 is more than the 40 training images"):
         records.held_out_per_shard(fake, 41)
+
+
+def test_the_whitening_init_reads_no_validation_image(fake):
+    """airbench94's whitening is computed from training images: never the validation images held out."""
+    from trainer.airbench import whitening_images
+
+    held = records.held_out_per_shard(fake, 16)
+    every = whitening_images(fake, 16, count=100)
+    kept = whitening_images(fake, 16, count=100, held_out=16)
+    assert len(every) == NUM_TRAIN and len(kept) == NUM_TRAIN - 16
+    shown = {image.tobytes() for image in kept}
+    # read one from each shard in turn: the first three are the shards' first images, held out
+    assert held == [6, 5, 5] and not any(every[i].tobytes() in shown for i in range(3))
+    assert every[-1].tobytes() in shown  # the last shard's last image is trained on

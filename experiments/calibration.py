@@ -53,9 +53,10 @@ def calibration_config(config: SearchConfig, made_before: bool = False) -> Searc
 
 
 def made_before(output_dir: str) -> bool:
-    """Whether the search's calibration dir holds one made before it was timed as candidates are."""
+    """Whether the search's calibration dir holds one made before it was timed as candidates are: its
+    proxy has no `calibration`, or (once a rerun resumed it, saving the field) has it False."""
     saved = join(sizing.calibration_dir(output_dir), CONFIG)
-    return exists(saved) and "calibration" not in (read_json(saved).get("proxy") or {})
+    return exists(saved) and not (read_json(saved).get("proxy") or {}).get("calibration", False)
 
 
 def calibrate(config: SearchConfig, given: Collection[tuple[str, ...]] = ()) -> SearchConfig:

@@ -133,6 +133,8 @@ def test_a_calibration_made_before_it_was_so_timed_resumes_as_it_was_made(tmp_pa
     assert (sized.proxy.target_seconds, sized.max_trials) == (345.0, 6)  # its whole trial's seconds, as then
     assert "in 230 s on this data; candidates race to 0.7600 (at most 345 s each); 6 trials, about 23 min" in \
         capsys.readouterr().out
+    assert calibration.made_before(config.output_dir)  # the resume saved `calibration: false`: still as made
+    assert calibration.calibrate(config, given).proxy.target_seconds == 345.0  # and a third run resumes it too
 
 
 def test_the_calibrations_run_is_the_searchs_trial_0_scored_at_its_target_and_replayed(tmp_path, monkeypatch,

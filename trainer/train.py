@@ -360,7 +360,10 @@ class Trainer:
         there are others, as the search's (trainer/candidate_loop.py): no evaluation, checkpoint or record."""
         loops = self.loops[1:] or self.loops
         seconds = sum(s for _, s in loops)
-        return sum(n for n, _ in loops) / seconds if seconds else None
+        if not seconds:  # nothing trained in this run (already trained): steps over the clock, as before
+            wall = float(self.wall_seconds.numpy())
+            return int(self.optimizer.iterations) * self.config.train_batch_size / wall if wall else None
+        return sum(n for n, _ in loops) / seconds
 
     def _record_evaluation(self, result: dict[str, Any]) -> None:
         result["wall_seconds"] = float(self.wall_seconds.numpy())

@@ -30,9 +30,9 @@ import ray  # noqa: E402
 from ray import tune  # noqa: E402
 
 from evolution import resume  # noqa: E402
-from experiments.local_ray import init_ray  # noqa: E402
-from experiments.search import SearchConfig, open_search, run_search  # noqa: E402
-from experiments.trial import resident_mb, sleep_trial  # noqa: E402
+from experiments.search.local_ray import init_ray  # noqa: E402
+from experiments.search.driver import SearchConfig, open_search, run_search  # noqa: E402
+from experiments.search.trial import resident_mb, sleep_trial  # noqa: E402
 from child import run_child  # noqa: E402 - benchmarks/child.py: a measurement in a fresh process
 
 

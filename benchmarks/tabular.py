@@ -11,7 +11,7 @@ import os
 import tempfile
 import time
 
-from experiments.tabular import load_table, run_benchmark, write_synthetic_table
+from experiments.simulate.tabular import load_table, run_benchmark, write_synthetic_table
 
 GOAL_S = 60.0
 

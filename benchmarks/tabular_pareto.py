@@ -4,7 +4,7 @@ against latency (`latency_ms_pixel3`).
 
 For each table and at 100, 300 and 1,000 evaluations, over --runs seeds:
 - the hypervolume of the front found (the evaluated cells' front by val_acc_12ep and latency,
-  scored by val_acc_200ep) as a share of the table's own front's (experiments/fronts.py);
+  scored by val_acc_200ep) as a share of the table's own front's (experiments/simulate/fronts.py);
 - the per-limit gap: at latency limits at the 5th, 15th, ..., 95th percentiles, the best
   val_acc_200ep of any cell under the limit minus the best on the front found under it, averaged
   over the limits. A limited search (regularized evolution with --max_latency_ms at one limit;
@@ -24,8 +24,8 @@ import time
 import numpy as np
 
 from evolution.objectives import parse_goals
-from experiments.fronts import PERCENTILES, LimitGaps, TableFront, found_front, percentile_limits
-from experiments.tabular import TableCosts, load_table, run_once
+from experiments.simulate.fronts import PERCENTILES, LimitGaps, TableFront, found_front, percentile_limits
+from experiments.simulate.tabular import TableCosts, load_table, run_once
 
 SHARED = os.environ.get("AMOEBA_SHARED", os.path.join(os.path.dirname(__file__), "..", "..", "shared"))
 TABLES = ("cifar100", "imagenet16")

@@ -28,8 +28,8 @@ import os
 import time
 
 from evolution.rungs import CONTINUE, RUNG_RULES, STOP, Promotions, in_top_fraction
-from experiments.simulator import Fidelities, run_time_benchmark
-from experiments.tabular import load_table
+from experiments.simulate.simulator import Fidelities, run_time_benchmark
+from experiments.simulate.tabular import load_table
 
 SHARED = os.environ.get("AMOEBA_SHARED", os.path.join(os.path.dirname(__file__), "..", "..", "shared"))
 TABLES = {"cifar100": 40_000.0, "imagenet16": 120_000.0}

@@ -1,8 +1,8 @@
 """Which images a model got right at the end of its training: one bit an image, in the fixed order
 of the split it was scored on, kept in `model_dir/eval_correct.json` (trainer/train.py writes it
 at the final evaluation) and carried into a promote's result.json and comparison (experiments/
-promote.py), so two models scored on the same images can be judged by a paired test
-(experiments/noise.py `paired`) rather than by overlapping intervals.
+promote/driver.py), so two models scored on the same images can be judged by a paired test
+(experiments/promote/noise.py `paired`) rather than by overlapping intervals.
 
 The text form is `N:BASE64`: N images, then numpy's packbits of their 0/1 (big-endian bits, the
 last byte padded with zeros) in base64; 10,000 images take 1,250 bytes. No pickles. This module

@@ -177,7 +177,7 @@ class ProxyConfig:
                 "their steady cost, not by their trace or the waits on the input pipeline.",
         "choices": TARGET_CLOCKS})
     calibration: bool = field(default=False, metadata={
-        "help": "The calibration's run (experiments/calibration.py): trained to the end of --epochs, evaluated "
+        "help": "The calibration's run (experiments/search/calibration.py): trained to the end of --epochs, evaluated "
                 "every --epochs_per_eval on --target_clock as a --target_accuracy candidate is, its target_curve "
                 "recorded; no target and no stop (its curve sets the search's target).",
         "flag": False, "api": False})

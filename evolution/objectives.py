@@ -38,7 +38,7 @@ MEASURES: dict[str, Measure] = {
 LIMITED = ("params", "multiply_adds", "latency_ms")  # the measures a search can put a ceiling on
 SIZE_MEASURES = ("params", "multiply_adds")  # known before training: the measures a search can put a floor under
 # The one list a trial's metrics may hold: a --target_accuracy trial's evaluations, [seconds, accuracy]
-# each (trainer/candidate_loop.py writes it; the Tune adapter keeps it; experiments/ranking.py
+# each (trainer/candidate_loop.py writes it; the Tune adapter keeps it; experiments/search/ranking.py
 # scores it again at a lower target). tests/test_convnet.py ties the trainer's key to this name.
 CURVE_KEY = "target_curve"
 

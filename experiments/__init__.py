@@ -1,14 +1,17 @@
-"""The search driver and its library API, beside the `amoeba` command that runs them.
+"""The pipeline's steps, one subpackage each, beside the `amoeba` command and the library API that run them.
 
-- Driver: search.py (`amoeba search`: an evolution/ algorithm driving candidate training through
-  Ray Tune, and its resume), api.py (the same from Python, over your own space and training
-  function), trial.py (the trial function: one candidate trained by trainer/ in a Ray worker),
-  progress.py, local_ray.py; promote.py retrains the best cells beside baselines (promote_plan.py: which).
-- The tabular simulator: tabular.py, simulator.py, fronts.py (`amoeba benchmark`).
-- Results and reports: results.py, report.py, plots.py, cell_graph.py.
-- The `amoeba` command: cli.py, one module per subcommand in experiments/commands/,
-  recipe_flags.py, the flag files in configs/.
+- search/: `amoeba search` (an evolution/ algorithm driving candidate training through Ray Tune, and
+  its resume), the trial function, the proxy's sizing and calibration, progress and results.
+- promote/: `amoeba promote` retrains the best cells beside baselines and decides the verdict.
+- report/: `amoeba report`'s HTML page, its figures and cell drawings.
+- tracking/: TensorBoard HParams and MLflow records of searches and promotes.
+- simulate/: the tabular simulator behind `amoeba benchmark`.
+- At the top: the `amoeba` command (cli.py, one module per subcommand in commands/, recipe_flags.py,
+  export_flags.py, the flag files in configs/), the Python API (api.py), and what every step may
+  import: settings.py (config fields as flags), layout.py (the files a run writes), units.py.
 
+A step imports the steps before it (tracking < search < promote < report; simulate stands alone) and
+the top's settings, layout and units, never a later step or the command line (tests/test_packages.py).
 This package wires the others together: it must not implement search algorithms (evolution/),
 search spaces (searchspace/) or models and training (trainer/). No module here loads TensorFlow
 when imported: trainer/ is imported inside the functions that train, evaluate, predict, prepare

@@ -34,9 +34,9 @@ import pandas as pd
 
 from core.export_formats import check_runtimes
 from evolution import SearchAlgorithm
-from experiments.results import results_table
-from experiments import ranking
-from experiments.search import SearchConfig, SearchInterrupted, open_search, run_search
+from experiments.search.results import results_table
+from experiments.search import ranking
+from experiments.search.driver import SearchConfig, SearchInterrupted, open_search, run_search
 from experiments.settings import keywords
 from searchspace import SearchSpace
 
@@ -72,7 +72,7 @@ def search(trainable: Callable[[dict[str, Any]], Any], space: SearchSpace, *, tr
     (the reason recorded) and the search goes on once a trial has succeeded; before that the first
     such failure stops it (the code, not the candidate, is wrong; `retry_failed=True` trains the
     failed trials again after the fix), and `max_consecutive_failures` failures in a row stop it,
-    each with `experiments.search.SearchHalted`; Ctrl-C (or SIGTERM) stops it within a few seconds and returns the
+    each with `experiments.search.driver.SearchHalted`; Ctrl-C (or SIGTERM) stops it within a few seconds and returns the
     results so far (trials in flight have no result; the message says so); calling `search` again
     resumes it. `trial_timeout_s` > 0 ends a trial still
     running after that long (plus `hang_grace_s`; default: the larger of 60 s and a quarter of the
@@ -144,7 +144,7 @@ def _ship_by_value(fn: Any) -> None:
     workers with its module's code, as Ray advises: they may not be able to import that module."""
     import ray.cloudpickle as cloudpickle
 
-    from experiments.cli import OUR_PACKAGES
+    from experiments.settings import OUR_PACKAGES
 
     module = sys.modules.get(getattr(fn, "__module__", ""))
     path = getattr(module, "__file__", None) or ""
@@ -171,7 +171,7 @@ def user_trial(config: dict[str, Any], fn: Callable[[dict[str, Any]], Any], spac
     JSON, the hang watchdog armed, an exception or a silent return reported as the candidate's error."""
     from ray import tune
 
-    from experiments.trial import describe_error, hang_limit, known_failure, watch_trial
+    from experiments.search.trial import describe_error, hang_limit, known_failure, watch_trial
 
     trial_id = config["trial_id"]
     known = known_failure(notes, trial_id)

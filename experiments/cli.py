@@ -18,9 +18,9 @@ import sys
 from absl import app, flags
 
 import experiments.commands
+from experiments.settings import OUR_PACKAGES
 
 COMMANDS = tuple(sorted(m.name for m in pkgutil.iter_modules(experiments.commands.__path__)))
-OUR_PACKAGES = ("core", "evolution", "experiments", "searchspace", "trainer")
 
 
 def _pop_verbosity(argv: list[str]) -> int:

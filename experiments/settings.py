@@ -32,6 +32,9 @@ from typing import Any, Callable, Iterator, Mapping
 
 from absl import app, flags
 
+# our packages: their loggers (cli.py), the code Ray ships by value (search/driver.py, api.py)
+OUR_PACKAGES = ("core", "evolution", "experiments", "searchspace", "trainer")
+
 COMPARED, JOURNAL, FREE = "compared", "journal", "free"
 
 

@@ -140,7 +140,7 @@ def shared_ray():
     a core here: `pytest_runtest_teardown`) or starts its own (`own_ray`)."""
     import ray
 
-    from experiments.local_ray import init_ray
+    from experiments.search.local_ray import init_ray
 
     if not ray.is_initialized():
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # what a search's own Ray gives its workers

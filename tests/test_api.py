@@ -82,7 +82,7 @@ def test_ctrl_c_ends_a_step_that_never_reports_and_returns_the_results_so_far(tm
 
     threading.Thread(target=ctrl_c_once_it_trains, daemon=True).start()
     out = str(tmp_path / "stopped")
-    with caplog.at_level(logging.INFO, logger="experiments.search"):
+    with caplog.at_level(logging.INFO, logger="experiments.search.driver"):
         results, best = api.search(blocks, SPACE, output_dir=out, max_trials=2, population_size=2, sample_size=2,
                                    objective="score", cpus_per_trial=1, max_concurrent=1)
     assert best is None and list(results.status) == ["pending"]  # returned, not raised; in flight, not failed

@@ -1,4 +1,4 @@
-"""The calibration before a sized search (experiments/calibration.py): airbench94 trained once by the
+"""The calibration before a sized search (experiments/search/calibration.py): airbench94 trained once by the
 proxy on the user's data sets the target and the limits, timed on the candidates' clock, stands in
 for the search's trial 0, is retried when it failed, and warns of a target inside the noise."""
 
@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from experiments import sizing
+from experiments.search import sizing
 
 
 def test_a_failed_calibration_says_what_failed_and_what_to_do_and_a_rerun_trains_it_again(tmp_path, monkeypatch,
@@ -19,7 +19,7 @@ def test_a_failed_calibration_says_what_failed_and_what_to_do_and_a_rerun_trains
     rerun with a message naming --target_accuracy alone (which needs --target_seconds too)."""
     from absl import flags
 
-    from experiments import calibration
+    from experiments.search import calibration
     from experiments.commands.search import config_from_flags, define_search_flags, given_settings
 
     data = tmp_path / "data"
@@ -80,7 +80,7 @@ CALIBRATED = {"val_accuracy": 0.80, "val_loss": 0.6, "train_loss": 0.7, "train_s
 def _calibrating(monkeypatch, metrics: dict):
     """calibration.run_search standing in for the calibration's trial: told `metrics`; the probes it
     was given."""
-    from experiments import calibration
+    from experiments.search import calibration
 
     probes = []
 
@@ -99,7 +99,7 @@ def test_the_calibration_is_timed_on_the_candidates_clock_with_their_evaluations
     decoding, the build and the latency measure, which no candidate's clock counts) of a run that
     skipped the per-epoch evaluations every candidate pays for. Now the calibration's run is
     evaluated and timed as a candidate's: the limit is its clock's end, the length its trial's."""
-    from experiments import calibration
+    from experiments.search import calibration
 
     config, given = _sized_config(tmp_path)
     probes = _calibrating(monkeypatch, CALIBRATED)
@@ -118,7 +118,7 @@ def test_the_calibration_is_timed_on_the_candidates_clock_with_their_evaluations
 
 
 def test_a_calibration_made_before_it_was_so_timed_resumes_as_it_was_made(tmp_path, monkeypatch, capsys):
-    from experiments import calibration
+    from experiments.search import calibration
 
     config, given = _sized_config(tmp_path)
     _calibrating(monkeypatch, {"val_accuracy": 0.8, "trial_seconds": 230.0})
@@ -144,8 +144,8 @@ def test_the_calibrations_run_is_the_searchs_trial_0_scored_at_its_target_and_re
     calibration's result, scored at the target from its curve as if it had stopped at its hit; the
     first population's repeats reuse it; a resume replays it and seeds nothing again."""
     from evolution import resume
-    from experiments import calibration
-    from experiments.search_config import open_search
+    from experiments.search import calibration
+    from experiments.search.search_config import open_search
 
     config, given = _sized_config(tmp_path)
     _calibrating(monkeypatch, CALIBRATED)
@@ -176,8 +176,8 @@ def test_the_calibrations_run_is_the_searchs_trial_0_scored_at_its_target_and_re
 
 
 def test_a_search_that_ended_between_asking_trial_0_and_its_result_is_seeded_on_resume(tmp_path, monkeypatch):
-    from experiments import calibration
-    from experiments.search_config import open_search
+    from experiments.search import calibration
+    from experiments.search.search_config import open_search
 
     config, given = _sized_config(tmp_path)
     _calibrating(monkeypatch, CALIBRATED)
@@ -192,8 +192,8 @@ def test_a_search_that_ended_between_asking_trial_0_and_its_result_is_seeded_on_
 
 
 def test_trial_0_is_trained_when_the_calibration_cannot_stand_in_for_it(tmp_path, monkeypatch):
-    from experiments import calibration
-    from experiments.search_config import open_search
+    from experiments.search import calibration
+    from experiments.search.search_config import open_search
 
     config, given = _sized_config(tmp_path, 1_000_000, 10, "--initial=resnet9")  # another first network
     _calibrating(monkeypatch, CALIBRATED)
@@ -207,7 +207,7 @@ def test_trial_0_is_trained_when_the_calibration_cannot_stand_in_for_it(tmp_path
 def test_trial_0s_result_is_what_the_trial_would_have_scored(limit, seconds, hit):
     """Scored from the curve up to where a candidate stops: its hit, or its limit spent (a miss
     scored on what it had reached by then)."""
-    from experiments.calibration import first_trial_metrics
+    from experiments.search.calibration import first_trial_metrics
     from core.proxy_config import ProxyConfig
 
     proxy = ProxyConfig(target_accuracy=0.76, target_seconds=limit, epochs_per_eval=1.0)
@@ -222,7 +222,7 @@ def test_a_target_inside_the_validation_splits_noise_is_warned_of(tmp_path, monk
     """Issue 52: on 2 classes and 10 held-out images, chance is 0.5 and Wilson's 95% half-width at
     the target about 0.24: a net that guesses hits a target near chance at its first evaluation, so
     candidates rank by the time to it, by speed alone; the calibration says so."""
-    from experiments import calibration
+    from experiments.search import calibration
     from core.proxy_config import ProxyConfig
 
     assert sizing.wilson_half_width(0.76, 10) == pytest.approx(0.2363, abs=1e-4)
@@ -248,10 +248,10 @@ def test_a_target_inside_the_validation_splits_noise_is_warned_of(tmp_path, monk
 
 
 def test_the_calibrations_proxy_setting_is_no_flag_and_a_search_saved_before_it_resumes(tmp_path):
-    """ProxyConfig.calibration (issue 52) is set by experiments/calibration.py alone: no flag; a
+    """ProxyConfig.calibration (issue 52) is set by experiments/search/calibration.py alone: no flag; a
     search saved before it existed resumes, and a calibration is not resumed as a search."""
     from experiments.commands import search
-    from experiments.search import SearchConfig, open_search
+    from experiments.search.driver import SearchConfig, open_search
 
     assert "calibration" not in search.FLAGS
     config = SearchConfig(output_dir=str(tmp_path), max_trials=2, population_size=2, sample_size=2)

@@ -91,7 +91,7 @@ def test_a_space_whose_json_has_tuples_resumes(tmp_path):
 
     import searchspace
     from evolution import RegularizedEvolution, resume
-    from experiments.search import SearchConfig, open_search
+    from experiments.search.driver import SearchConfig, open_search
 
     @dataclasses.dataclass(frozen=True)
     class Pair:

@@ -13,8 +13,8 @@ CONFIGS = os.path.join(REPO, "experiments", "configs")
 @pytest.mark.parametrize("name", sorted(n for n in os.listdir(CONFIGS) if n.startswith("promote_") and n.endswith(".cfg")))
 def test_every_promote_config_is_a_valid_promote(name, tmp_path):
     from experiments.commands import promote
-    from experiments.promote import PromoteConfig
-    from experiments.promote_config import baseline_model
+    from experiments.promote.driver import PromoteConfig
+    from experiments.promote.promote_config import baseline_model
     from experiments.recipe_flags import recipe_from_flags
     from experiments.settings import build, flag_settings
 
@@ -38,7 +38,7 @@ def test_prepare_and_benchmark_define_each_flag_as_one_field_of_their_configs():
 
     from core.prepare_config import FakeImagenetConfig, PrepareConfig, PrepareMode
     from evolution.objectives import LIMITED
-    from experiments.benchmark_config import LIMIT_FIELDS, BenchmarkConfig
+    from experiments.simulate.benchmark_config import LIMIT_FIELDS, BenchmarkConfig
     from experiments.commands import benchmark, prepare
 
     def names(*classes):

@@ -155,7 +155,7 @@ def test_a_convnet_trains_whitened_from_its_data_and_resumes(tmp_path):
 
 def test_the_search_proxy_trains_a_whitened_convnet_on_digits(monkeypatch):
     from core.proxy_config import ProxyConfig
-    from experiments.search_config import SearchConfig
+    from experiments.search.search_config import SearchConfig
     from trainer import candidate_network
     from trainer.airbench import pixel_kernel, whitening_layer
     from trainer.candidate import train_candidate
@@ -195,7 +195,7 @@ def test_the_calibrations_run_trains_to_its_end_evaluated_and_timed_as_a_candida
 def test_a_search_sized_to_its_data_calibrates_then_its_best_is_trained_by_amoeba_train(cifar_mini, tmp_path,
                                                                                         shared_ray):
     """The README's photo path on prepared JPEGs: --data and no --space, so the convnet space from
-    airbench94 and the fast recipe, sized to the data (experiments/sizing.py), the target set by a
+    airbench94 and the fast recipe, sized to the data (experiments/search/sizing.py), the target set by a
     calibration run that a rerun reads back; then its best net trained by amoeba train."""
     from evolution import resume
     from tests.conftest import amoeba_here

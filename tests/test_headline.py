@@ -1,4 +1,4 @@
-"""The report's opening sentence on a promote (experiments/headline.py): who reached the target first,
+"""The report's opening sentence on a promote (experiments/promote/headline.py): who reached the target first,
 by how much, whether the lead is beyond noise, and what the search's pick changed against the
 nearest baseline; and the convnet space's helpers it names the change with."""
 
@@ -45,14 +45,14 @@ def _race(pick_evals: list[tuple[float, float]], base_evals: list[tuple[float, f
      "the search's pick (s-trial11, 23.3 min), a lead beyond noise (s-trial11 was at top-1 0.8700"),
 ])
 def test_the_headline_says_who_was_first_by_how_much_and_whether_beyond_noise(base_evals, said):
-    from experiments.headline import headline
+    from experiments.promote.headline import headline
 
     table, histories = _race([(1000, 0.87), (1400, 0.901)], base_evals)
     assert said in headline(table, histories, {"s-trial11": RELU.to_json()})
 
 
 def test_with_no_target_reached_the_race_is_to_the_best_baselines_final_accuracy():
-    from experiments.headline import headline
+    from experiments.promote.headline import headline
 
     table, histories = _race([(1000, 0.87), (1400, 0.906)], [(1300, 0.875), (1800, 0.905)], targets=(0.94,))
     said = headline(table, histories, {"s-trial11": RELU.to_json()})
@@ -61,7 +61,7 @@ def test_with_no_target_reached_the_race_is_to_the_best_baselines_final_accuracy
 
 
 def test_a_pick_that_never_got_there_and_a_pick_that_is_the_seed_are_said_so():
-    from experiments.headline import headline
+    from experiments.promote.headline import headline
 
     table, histories = _race([(1000, 0.85), (1400, 0.89)], [(1300, 0.875), (1800, 0.905)])
     said = headline(table, histories, {}, seeds={"s-trial11": "the seed you gave (airbench94, trial 0)"})
@@ -73,7 +73,7 @@ def test_a_pick_that_never_got_there_and_a_pick_that_is_the_seed_are_said_so():
 
 
 def test_the_nearest_baseline_is_the_one_of_fewest_differences_and_cells_get_no_change_clause():
-    from experiments.headline import headline
+    from experiments.promote.headline import headline
 
     table, histories = _race([(1000, 0.87), (1400, 0.901)], [(1300, 0.875), (1800, 0.905)])
     table = pd.concat([table, table.iloc[[1]].assign(name="resnet9@0.5")], ignore_index=True)
@@ -104,8 +104,8 @@ def test_family_networks_are_the_builders_widths_and_differences_name_each_field
 def test_a_pick_that_is_a_baselines_twin_is_that_baseline_and_never_races_itself():
     """Issue 52, defect 5: a sized search's pick is often airbench94 itself; the headline read
     "airbench94, in 30.0 min, 1.00x the time of the search's pick ..., a lead within noise"."""
-    from experiments.comparison import choose, promote_verdict
-    from experiments.headline import headline
+    from experiments.promote.comparison import choose, promote_verdict
+    from experiments.promote.headline import headline
 
     evals = [(1300, 0.875), (1800, 0.905)]
     table, histories = _race(evals, evals)
@@ -139,8 +139,8 @@ def test_the_race_target_and_the_export_are_chosen_on_the_validation_split_not_t
     """Issue 52, defect 4: the target and the exported net came from the evaluation (test) split;
     they are chosen on the validation split held out of the training split, and the race's times are
     then read on the test split."""
-    from experiments.comparison import choose
-    from experiments.headline import headline
+    from experiments.promote.comparison import choose
+    from experiments.promote.headline import headline
 
     table, histories = _race([(1000, 0.87), (1400, 0.912)], [(1300, 0.875), (1800, 0.905)], targets=(0.94,))
     table = _validated(table, histories, {"s-trial11": [0.86, 0.89], "airbench94": [0.88, 0.91]})

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from evolution import RegularizedEvolution
-from experiments.hparams import genotype_hparams, write_promote_hparams, write_search_hparams
+from experiments.tracking.hparams import genotype_hparams, write_promote_hparams, write_search_hparams
 from searchspace import NasNetSpace
 from searchspace.convnet import AIRBENCH94
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from evolution import RegularizedEvolution
-from experiments import mlflow_log
+from experiments.tracking import mlflow_log
 from searchspace import NasNetSpace
 
 
@@ -118,7 +118,7 @@ def test_a_model_that_failed_and_is_trained_by_a_rerun_gets_a_new_run_with_its_e
 
 
 def test_no_mlflow_is_a_config_error_and_an_unreachable_server_a_warning(tmp_path, monkeypatch, capsys):
-    from experiments.search import SearchConfig
+    from experiments.search.driver import SearchConfig
 
     monkeypatch.setitem(sys.modules, "mlflow", None)  # as if not installed
     with pytest.raises(ValueError, match=r"mlflow_tracking_uri needs mlflow, which is not installed: pip install "

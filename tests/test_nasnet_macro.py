@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from experiments.search_config import SearchConfig
+from experiments.search.search_config import SearchConfig
 from searchspace import (Macro, MacroGenotype, NasNetMacroSpace, NasNetSpace, genotype_from_json,
                          space_from_config)
 from searchspace.nasnet import Block, make_cell

@@ -9,7 +9,7 @@ import pytest
 
 from evolution import Limits, MnasReward, ParetoEvolution, RandomSearch, RegularizedEvolution, parse_goals, resume
 from evolution.pareto import crowding_distances, non_dominated_ranks
-from experiments.search import CircuitBreaker
+from experiments.search.driver import CircuitBreaker
 from searchspace import NasBench201Space
 from searchspace.ops import NASBENCH201_OPS
 
@@ -305,7 +305,7 @@ def test_a_limit_tournament_search_replays_without_its_measure_and_resumes_as_th
     with pytest.raises(ValueError, match="offspring: 1, or more with --tournament=limit"):
         ParetoEvolution(SPACE, offspring=2)
     from evolution.proposal import LimitTournament
-    from experiments.search_config import SearchConfig
+    from experiments.search.search_config import SearchConfig
 
     config = SearchConfig(output_dir=str(tmp_path / "s"), algorithm="pareto_evolution", tournament="limit",
                           offspring=3)

@@ -19,6 +19,13 @@ OURS_ALLOWED = {"core": {"searchspace"}, "searchspace": set(), "evolution": {"se
                 "trainer": {"core", "searchspace"}, "experiments": set(PACKAGES)}
 RAY_FREE = ("core", "searchspace", "evolution", "trainer")  # but RAY_ALLOWED
 RAY_ALLOWED = {"evolution.tune_searcher"}
+# experiments/ in the pipeline's steps: a step imports itself, the steps before it and the top's
+# foundation, never a later step or the command line (cli, api, commands) above them all.
+STEPS = {"tracking": (), "search": ("tracking",), "promote": ("tracking", "search"),
+         "report": ("tracking", "search", "promote"), "simulate": ()}
+FOUNDATION = {"experiments", "experiments.settings", "experiments.layout", "experiments.units"}
+# calibration seeds its search with a reference cell, read as `amoeba show` reads one
+STEP_EXCEPTIONS = {("experiments.search.calibration", "experiments.commands.show")}
 
 
 def _module_files() -> dict[str, str]:
@@ -164,6 +171,25 @@ def test_each_package_imports_only_what_its_docstring_allows():
     assert wrong == {}
 
 
+def test_each_step_of_experiments_imports_no_later_step_and_not_the_command_line():
+    wrong = {}
+    for module, imported in import_graph().items():
+        parts = module.split(".")
+        if module in FOUNDATION:
+            allowed = FOUNDATION
+        elif parts[0] == "experiments" and len(parts) > 1 and parts[1] in STEPS:
+            allowed = FOUNDATION | {f"experiments.{step}" for step in (parts[1], *STEPS[parts[1]])}
+        else:
+            continue
+        if found := sorted(i for i in imported if i.startswith("experiments") and (module, i) not in STEP_EXCEPTIONS
+                           and i not in allowed and ".".join(i.split(".")[:2]) not in allowed):
+            wrong[module] = found
+    top = os.path.join(REPO, "experiments")
+    subpackages = [n for n in os.listdir(top) if os.path.isfile(os.path.join(top, n, "__init__.py"))]
+    assert sorted(subpackages) == sorted(set(STEPS) | {"commands"})
+    assert wrong == {}
+
+
 def test_every_trainer_module_imports_tensorflow_as_trainer_says():
     graph = import_graph(top_level_only=True)
 
@@ -178,7 +204,7 @@ def test_every_trainer_module_imports_tensorflow_as_trainer_says():
 def test_importing_a_module_in_a_fresh_interpreter_loads_only_what_its_package_allows():
     # evolution.tune_searcher imports Ray (2.5 s), so the source check above is all it gets
     modules = sorted(m for m in _module_files() if m.split(".")[0] != "trainer" and m not in RAY_ALLOWED)
-    assert {"experiments.search", "experiments.api"} <= set(modules)  # the search driver, above all
+    assert {"experiments.search.driver", "experiments.api"} <= set(modules)  # the search driver, above all
     groups = {}  # one interpreter per package and rule, all at once; a group that fails, module by module
     for module in modules:
         groups.setdefault((module.split(".")[0], frozenset(_not_imported(module, False))), []).append(module)

@@ -10,10 +10,10 @@ import os
 import pandas as pd
 import pytest
 
-from experiments.promote import PromoteConfig
-from experiments.promote_plan import model_config, open_plan, top_genotypes
-from experiments.targets import first_at, parse_column, to_targets
-from experiments.search import SearchConfig
+from experiments.promote.driver import PromoteConfig
+from experiments.promote.promote_plan import model_config, open_plan, top_genotypes
+from experiments.promote.targets import first_at, parse_column, to_targets
+from experiments.search.driver import SearchConfig
 from tests.conftest import amoeba_here as amoeba  # in this process: a TensorFlow import less each
 
 RECIPE = ["--num_cells=1", "--image_size=16", "--train_steps=6", "--train_batch_size=16", "--eval_batch_size=16",
@@ -227,7 +227,7 @@ def test_a_model_that_fails_is_recorded_and_the_others_finish(tmp_path, shared_r
 
 def test_a_genotype_seen_twice_is_promoted_once(tmp_path):
     from experiments.commands.show import load_genotype
-    from experiments.promote_plan import best_distinct_trials
+    from experiments.promote.promote_plan import best_distinct_trials
 
     cells = [load_genotype(name).to_json() for name in ("amoebanet_a", "nasnet_a", "amoebanet_a", "amoebanet_d")]
     config = SearchConfig(output_dir=str(tmp_path), algorithm="random", max_trials=4, initial=tuple(cells))
@@ -241,7 +241,7 @@ def test_promote_top_1_is_the_searchs_best_genotype_in_a_rung_search(tmp_path):
     """Like with like: trial 4 leads rung 0 and never reached rung 1 (the rung's share was spent);
     trial 3 reached rung 1, below trial 4 at rung 0. The search's pick (best_genotype.json) is
     trial 4: promote's too, not the highest rung's."""
-    from experiments.results import write_results
+    from experiments.search.results import write_results
 
     folder = str(tmp_path / "s")
     config = SearchConfig(output_dir=folder, rungs=(1, 3), reduction_factor=2, population_size=4, sample_size=2)
@@ -263,7 +263,7 @@ def test_promote_top_1_is_the_searchs_best_genotype_in_a_rung_search(tmp_path):
 
 
 def test_the_progress_line_says_building_tracing_or_the_step_from_the_first_minute(tmp_path):
-    from experiments.progress import models_line
+    from experiments.search.progress import models_line
     from core.storage import write_json
 
     states = {"a": {"phase": "building"}, "b": {"phase": "tracing", "step": 0, "total_steps": 20},
@@ -277,7 +277,7 @@ def test_the_progress_line_says_building_tracing_or_the_step_from_the_first_minu
 
 
 def test_a_macro_genotype_trains_at_its_own_size_unless_the_command_line_sizes_it(tmp_path):
-    from experiments.promote_plan import PlannedModel, at_given_size, own_size_searches
+    from experiments.promote.promote_plan import PlannedModel, at_given_size, own_size_searches
     from searchspace import NasNetMacroSpace
 
     import random
@@ -299,8 +299,8 @@ def test_a_macro_genotype_trains_at_its_own_size_unless_the_command_line_sizes_i
 
 
 def test_a_rerun_with_other_settings_names_only_what_changed(tmp_path):
-    from experiments.promote import PromoteConfig
-    from experiments.promote_plan import open_plan
+    from experiments.promote.driver import PromoteConfig
+    from experiments.promote.promote_plan import open_plan
 
     def config(**recipe):
         return PromoteConfig(output_dir=str(tmp_path / "p"), data=str(tmp_path / "data"),
@@ -326,7 +326,7 @@ def test_an_unknown_baseline_fails_before_any_note_and_leaves_no_plan(tmp_path, 
 def test_a_searched_net_that_builds_a_baselines_network_trains_once_as_it(tmp_path):
     from core import storage
     from core.proxy_config import ProxyConfig
-    from experiments.promote import comparison_table, untrained
+    from experiments.promote.driver import comparison_table, untrained
     from searchspace.convnet import AIRBENCH94, Stage
 
     child = dataclasses.replace(AIRBENCH94, stages=(Stage(48, 1),) + AIRBENCH94.stages[1:])

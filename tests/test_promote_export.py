@@ -1,4 +1,4 @@
-"""Which model a promote exports (experiments/promote.py export_winner, experiments/comparison.py
+"""Which model a promote exports (experiments/promote/driver.py export_winner, experiments/promote/comparison.py
 choose): each search's pick and the baselines, never the best of several cells on the evaluation
 split, by accuracy or by time to a target; the choice is one setting, fixed by the first run."""
 
@@ -9,8 +9,8 @@ import os
 import pandas as pd
 import pytest
 
-from experiments.promote import PromoteConfig
-from experiments.promote_plan import model_config, open_plan
+from experiments.promote.driver import PromoteConfig
+from experiments.promote.promote_plan import model_config, open_plan
 from tests.test_promote import _config, _with_params
 
 
@@ -19,7 +19,7 @@ def _trained(tmp_path, **changes) -> tuple[PromoteConfig, pd.DataFrame]:
     them: the search's second cell is the most accurate on the evaluation split (200 images, all
     within noise), the search's pick is the first to 0.5."""
     from core import storage
-    from experiments.promote import comparison_table
+    from experiments.promote.driver import comparison_table
 
     search = _with_params(str(tmp_path / "s"), [(0.5, 100), (0.9, 300), (0.8, 200)])
     config = _config(tmp_path, search_dirs=(search,), top_k=2, target_top1=(0.5,), **changes)
@@ -38,7 +38,7 @@ def _export(monkeypatch, config: PromoteConfig, table: pd.DataFrame) -> tuple[st
     import sys
     import types
 
-    from experiments.promote import export_winner
+    from experiments.promote.driver import export_winner
 
     loaded: list[str] = []
     trained = types.SimpleNamespace(config=types.SimpleNamespace(image_size=16, center_crop=False),

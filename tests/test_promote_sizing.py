@@ -55,7 +55,7 @@ def test_match_filters_refuses_a_size_it_cannot_reach():
 
 
 def test_cells_are_sized_to_the_first_baseline_unless_told_otherwise_or_planned_before(tmp_path):
-    from experiments.promote_plan import default_match_params
+    from experiments.promote.promote_plan import default_match_params
     from core.storage import write_json
 
     out = str(tmp_path / "p")

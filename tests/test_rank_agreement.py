@@ -6,7 +6,7 @@ import os
 import pandas as pd
 import pytest
 
-from experiments.search_config import SearchConfig
+from experiments.search.search_config import SearchConfig
 
 
 def _search(tmp_path, accuracies):
@@ -24,7 +24,7 @@ def _search(tmp_path, accuracies):
 
 
 def test_audit_k_adds_lower_ranked_distinct_cells_with_their_ranks(tmp_path):
-    from experiments.promote_plan import top_genotypes
+    from experiments.promote.promote_plan import top_genotypes
 
     folder = _search(tmp_path, [0.9, 0.8, 0.95, 0.7, 0.6, 0.5, 0.85])  # 3 named cells, then 4 random ones
     top = top_genotypes(folder, 2)
@@ -49,7 +49,7 @@ def _table(ranks, top1, times=None):
 
 @pytest.mark.parametrize("top1, tau", [([0.9, 0.8, 0.7, 0.6], "1.00"), ([0.6, 0.7, 0.8, 0.9], "-1.00")])
 def test_kendalls_tau_says_whether_the_search_ranked_as_full_training(top1, tau):
-    from experiments.comparison import rank_agreement
+    from experiments.promote.comparison import rank_agreement
 
     [sentence] = rank_agreement(_table([1, 2, 5, 9], top1, times=[100.0, None, 300.0, None]))
     assert "The search of runs/s ranked 4 promoted cells (its ranks 1, 2, 5, 9)" in sentence
@@ -59,7 +59,7 @@ def test_kendalls_tau_says_whether_the_search_ranked_as_full_training(top1, tau)
 
 
 def test_the_report_prints_the_rank_agreement(tmp_path):
-    from experiments.comparison import rank_agreement
+    from experiments.promote.comparison import rank_agreement
 
     table = _table([1, 2, 3], [0.7, 0.9, 0.8])
     assert "by top-1: -0.33" in rank_agreement(table)[0]

@@ -13,10 +13,10 @@ import subprocess
 import numpy as np
 import pytest
 
-from experiments.promote import PromoteConfig, comparison_table, write_comparison
-from experiments.promote_plan import open_plan
-from experiments.report import best_trials, build_report, load_run, pareto_front, search_summary
-from experiments.search import SearchConfig
+from experiments.promote.driver import PromoteConfig, comparison_table, write_comparison
+from experiments.promote.promote_plan import open_plan
+from experiments.report.driver import best_trials, build_report, load_run, pareto_front, search_summary
+from experiments.search.driver import SearchConfig
 from tests.conftest import amoeba_here as amoeba  # in this process: the browser is the process that matters
 from tests.test_verdict import PROMOTED, _verdict_table
 
@@ -134,7 +134,7 @@ def test_report_opens_in_headless_chromium(runs, tmp_path):
 
 def _scored(folder: str, results: list[dict], **settings) -> str:
     """A search dir whose trials reported `results`, in order."""
-    from experiments.results import write_results
+    from experiments.search.results import write_results
 
     config = SearchConfig(output_dir=folder, max_trials=len(results), population_size=4, sample_size=2, **settings)
     os.makedirs(folder)
@@ -156,7 +156,7 @@ def _scored(folder: str, results: list[dict], **settings) -> str:
 def test_the_report_results_and_promote_rank_as_the_search_did(tmp_path, settings, results, best):
     import json
 
-    from experiments.promote_plan import top_genotypes
+    from experiments.promote.promote_plan import top_genotypes
 
     folder = _scored(str(tmp_path / "s"), results, **settings)
     run = load_run(folder)
@@ -173,7 +173,7 @@ def test_the_report_results_and_promote_rank_as_the_search_did(tmp_path, setting
 def _rung_search(folder: str) -> str:
     """Trial 3 climbed to rung 1 (0.95 there); trial 4 leads rung 0 at 0.9 and stopped there (the
     rung's share was spent): the search's pick is trial 4, compared like with like."""
-    from experiments.results import write_results
+    from experiments.search.results import write_results
 
     config = SearchConfig(output_dir=folder, rungs=(1, 3), reduction_factor=2, population_size=4, sample_size=2)
     os.makedirs(folder)
@@ -191,7 +191,7 @@ def _rung_search(folder: str) -> str:
 
 def _figure_of(monkeypatch, draw, *args, **kwargs):
     """The matplotlib figure a report_figures function draws, instead of its SVG text."""
-    from experiments import report_figures
+    from experiments.report import report_figures
 
     monkeypatch.setattr(report_figures, "_svg", lambda fig: fig)
     return draw(*args, **kwargs)
@@ -200,7 +200,7 @@ def _figure_of(monkeypatch, draw, *args, **kwargs):
 def test_the_best_so_far_line_ends_at_the_summarys_best_under_rungs(tmp_path, monkeypatch):
     """Issue 34, defect 7: a running maximum of each trial's last-rung score mixes fidelities (0.95
     at rung 1 above 0.9 at rung 0); the line follows the search's own pick, as the summary does."""
-    from experiments.report_figures import progress_figure
+    from experiments.report.report_figures import progress_figure
 
     run = load_run(_rung_search(str(tmp_path / "rungs")))
     best = search_summary([run])["best"][0]
@@ -213,7 +213,7 @@ def test_the_best_so_far_line_ends_at_the_summarys_best_under_rungs(tmp_path, mo
 
 
 def test_progress_figure_has_whole_trial_ticks_and_wall_time_in_a_unit_of_its_size(tmp_path, monkeypatch):
-    from experiments.report_figures import progress_figure
+    from experiments.report.report_figures import progress_figure
 
     run = load_run(_scored(str(tmp_path / "s"), [{"val_accuracy": v, "trial_seconds": 2.0} for v in (0.2, 0.4, 0.3)]))
     fig = _figure_of(monkeypatch, progress_figure, [run])
@@ -224,7 +224,7 @@ def test_progress_figure_has_whole_trial_ticks_and_wall_time_in_a_unit_of_its_si
 
 
 def test_wall_times_are_shown_in_the_unit_of_their_size(monkeypatch):
-    from experiments.report_figures import duration, time_figure
+    from experiments.report.report_figures import duration, time_figure
 
     assert [duration(s) for s in (42.0, 180.0, 5400.0)] == ["42 s", "3.0 min", "1.5 h"]
     history = [{"step": 5, "wall_seconds": 12.0, "top1": 0.3}, {"step": 10, "wall_seconds": 30.0, "top1": 0.5}]
@@ -236,8 +236,8 @@ def test_wall_times_are_shown_in_the_unit_of_their_size(monkeypatch):
 def test_the_promoted_models_scatter_has_wilson_error_bars(monkeypatch):
     from matplotlib.container import ErrorbarContainer
 
-    from experiments.noise import wilson_interval
-    from experiments.report_figures import pareto_figure
+    from experiments.promote.noise import wilson_interval
+    from experiments.report.report_figures import pareto_figure
 
     low, high = wilson_interval(0.70, 200)
     table = _verdict_table([{"name": "s-trial4", "kind": "searched", "top1": 0.70, "top1_low": low,
@@ -251,8 +251,8 @@ def test_the_promoted_models_scatter_has_wilson_error_bars(monkeypatch):
 
 @pytest.mark.parametrize("chance, shown", [(0.2, False), (0.1, True)])
 def test_top5_is_left_out_with_five_classes_or_fewer(chance, shown):
-    from experiments.comparison import comparison_text
-    from experiments.report import promote_display
+    from experiments.promote.comparison import comparison_text
+    from experiments.report.driver import promote_display
 
     table = _verdict_table(PROMOTED[:2]).assign(chance_top1=chance, top5=1.0, wall_seconds=10.0,
                                                 images_per_sec=5.0, multiply_adds=100, error="",
@@ -283,7 +283,7 @@ def test_the_report_says_when_the_best_is_the_seed_the_search_was_given(tmp_path
 def test_the_seed_note_names_a_convnet_seed_and_counts_no_repeat_of_it_as_another_trial():
     import pandas as pd
 
-    from experiments.report import seed_note
+    from experiments.report.driver import seed_note
     from searchspace import CONVNET_REFERENCES
 
     seed, child = CONVNET_REFERENCES["airbench94_relu"].key(), CONVNET_REFERENCES["airbench94"].key()
@@ -298,7 +298,7 @@ def test_the_seed_note_names_a_convnet_seed_and_counts_no_repeat_of_it_as_anothe
 
 def _quadratic_picks(algorithm, order):
     """picks_so_far's plain definition: the search's pick among the trials so far, ranked afresh each time."""
-    from experiments import ranking
+    from experiments.search import ranking
 
     results, seen, picks = set(ranking.rankable(algorithm)), [], []
     for tid in order:
@@ -340,7 +340,7 @@ def _random_rung_search(folder: str, n: int = 40, seed: int = 0):
 def test_picks_so_far_is_the_search_pick_among_the_trials_so_far(tmp_path, seed):
     """Review of issue 34, 1: picks_so_far carries each rung's leader instead of ranking every prefix
     afresh (quadratic: a minute per axis at 10,000 trials); the picks are the same, in any order."""
-    from experiments import ranking
+    from experiments.search import ranking
 
     search = _random_rung_search(str(tmp_path / "s"), seed=seed)
     order = list(np.random.default_rng(seed).permutation(len(search.trials)))
@@ -370,7 +370,7 @@ def test_a_promote_report_whose_search_journal_is_damaged_leaves_the_seed_note_o
 def test_the_best_so_far_line_says_its_heights_are_at_the_rung_each_pick_was_ranked_at(tmp_path, monkeypatch):
     """Review of issue 34, 3: with rungs the line drops (0.95 at rung 1, then the rung-0 leader's 0.9):
     each step is marked with the rung its pick was ranked at, and the axis says so."""
-    from experiments.report_figures import progress_figure
+    from experiments.report.report_figures import progress_figure
 
     run = load_run(_rung_search(str(tmp_path / "rungs")))
     fig = _figure_of(monkeypatch, progress_figure, [run])

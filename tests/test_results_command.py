@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from evolution import RegularizedEvolution
-from experiments.progress import journal_pace, progress_line, status_line
+from experiments.search.progress import journal_pace, progress_line, status_line
 from searchspace import NasNetSpace
 from tests.conftest import amoeba_here as amoeba  # in this process: a Python start less each
 
@@ -78,7 +78,7 @@ def test_results_of_a_dir_without_a_search_say_so(tmp_path):
 
 
 def test_fractional_sizes_of_a_function_of_ones_own_are_written_as_they_are(tmp_path):
-    from experiments.results import results_table, write_results
+    from experiments.search.results import results_table, write_results
 
     out = str(tmp_path / "s")
     algorithm = search_in_progress(out)  # reported params 100 and 200: whole numbers stay whole
@@ -89,7 +89,7 @@ def test_fractional_sizes_of_a_function_of_ones_own_are_written_as_they_are(tmp_
     table = results_table(algorithm).set_index("trial_id")
     assert table.params[trial.trial_id] == 1.25 and table.multiply_adds[trial.trial_id] == 0.5
     assert table.params[1] == 200 and "1.25" in open(os.path.join(out, "results.csv")).read()
-    from experiments.search import describe_result  # the line printed after the trial
+    from experiments.search.driver import describe_result  # the line printed after the trial
 
     assert describe_result(algorithm, algorithm.outcomes[trial.trial_id].metrics) == "val_accuracy 0.6000, 1.25 params"
     assert describe_result(algorithm, {"val_accuracy": 0.5, "params": 273000}) == "val_accuracy 0.5000, 273,000 params"
@@ -149,8 +149,8 @@ def test_a_time_to_accuracy_search_is_scored_again_at_a_lower_target_from_its_cu
 
 
 def test_promote_at_target_trains_the_search_ranked_again_there(tmp_path):
-    from experiments.promote_config import PromoteConfig
-    from experiments.promote_plan import open_plan, top_genotypes
+    from experiments.promote.promote_config import PromoteConfig
+    from experiments.promote.promote_plan import open_plan, top_genotypes
 
     out = tmp_path / "s"
     _curve_search(out)

@@ -7,8 +7,8 @@ import pytest
 
 from evolution import RandomSearch, RegularizedEvolution, resume
 from evolution.rungs import CONTINUE, PAUSE, STOP, PausingPromotions, PayoffPromotions, Promotions, Rungs
-from experiments.simulator import Fidelities, parse_fidelities, run_time_benchmark, simulate
-from experiments.tabular import load_table, run_once, write_synthetic_table
+from experiments.simulate.simulator import Fidelities, parse_fidelities, run_time_benchmark, simulate
+from experiments.simulate.tabular import load_table, run_once, write_synthetic_table
 from searchspace import NasBench201Space
 from tests.conftest import amoeba, hashed_fitness
 
@@ -176,7 +176,7 @@ def test_the_payoff_rule_buys_a_rung_only_while_it_changes_the_lead_as_often_as_
 
 
 def test_payoff_decisions_are_journaled_and_replayed_and_amoeba_search_takes_the_rule(tmp_path):
-    from experiments.search_config import SearchConfig
+    from experiments.search.search_config import SearchConfig
 
     journal = str(tmp_path / "journal.jsonl")
     algorithm = RegularizedEvolution(NasBench201Space(), population_size=8, sample_size=3, seed=4,
@@ -302,7 +302,7 @@ def test_a_simulated_pareto_search_may_not_read_the_report_column_or_a_higher_fi
     """Defect: with --budget_s, Pareto evolution could take the report column (or a fidelity it had
     not paid for) as its first objective and report inflated results."""
     from evolution.objectives import parse_goals
-    from experiments.tabular import TableCosts
+    from experiments.simulate.tabular import TableCosts
 
     for goals, unpaid in (("test:max,cost:min", "report column"), ("hi:max,cost:min", "higher fidelity")):
         with pytest.raises(ValueError, match=f"--objectives: .*{unpaid}|--objectives: the first"):

@@ -1,6 +1,6 @@
 """A search's Ray side without accelerators or a second machine: fake GPU/TPU resources, a
 three-node Ray cluster on this machine (Ray's own cluster_utils) that loses a node mid-search, and
-the loopback-only Ray a search starts for itself. Trials only sleep (experiments.trial.sleep_trial):
+the loopback-only Ray a search starts for itself. Trials only sleep (experiments.search.trial.sleep_trial):
 what is tested is Ray, Tune, the searcher and the journal."""
 
 import glob
@@ -16,9 +16,9 @@ from ray import tune
 from ray._private import ray_constants
 
 from evolution import resume
-from experiments.local_ray import init_ray
-from experiments.search import SearchConfig, open_search, run_search
-from experiments.trial import sleep_trial
+from experiments.search.local_ray import init_ray
+from experiments.search.driver import SearchConfig, open_search, run_search
+from experiments.search.trial import sleep_trial
 from tests.conftest import REPO, amoeba_here
 
 
@@ -125,7 +125,7 @@ def test_a_multi_fidelity_search_spreads_over_a_cluster_and_survives_losing_a_no
 
 @pytest.mark.integration  # a Ray of its own, in a fresh process
 def test_a_local_ray_listens_on_loopback_only_starts_no_idle_workers_and_says_nothing_of_tokens():
-    script = ("import time, ray; from experiments.local_ray import init_ray; from tests.test_search_cluster import "
+    script = ("import time, ray; from experiments.search.local_ray import init_ray; from tests.test_search_cluster import "
               "listening_addresses, idle_workers; init_ray(None, num_cpus=1); time.sleep(3); "
               "print(idle_workers()); ray.get(ray.remote(lambda: 1).remote()); "
               "print(ray.nodes()[0]['NodeManagerAddress']); print(sorted(listening_addresses())); ray.shutdown()")

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from evolution import resume
-from experiments.search import CircuitBreaker, SearchConfig, open_search, trial_resources
+from experiments.search.driver import CircuitBreaker, SearchConfig, open_search, trial_resources
 from core.proxy_config import ProxyConfig
 from searchspace.convnet import AIRBENCH94
 from tests.conftest import REPO
@@ -321,7 +321,7 @@ def test_a_search_that_breeds_no_child_and_a_resume_with_fewer_trials_are_warned
 def test_sigterm_stops_a_search_as_ctrl_c_does_and_the_handlers_are_put_back(capsys):
     import signal
 
-    from experiments.stop_signals import stop_on_interrupt
+    from experiments.search.stop_signals import stop_on_interrupt
 
     before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
     with stop_on_interrupt() as interrupted:
@@ -340,7 +340,7 @@ def test_a_stopped_search_whose_ray_died_with_the_signal_ends_at_once_with_its_l
     import signal
     import threading
 
-    from experiments.stop_signals import stop_on_interrupt
+    from experiments.search.stop_signals import stop_on_interrupt
 
     ray_dead, ended = threading.Event(), threading.Event()
     exits: list[int] = []

@@ -175,7 +175,7 @@ def test_a_hung_candidate_fails_as_a_timeout_and_the_breaker_stops_the_search_un
         in halted.stderr and "still running after 0.001 s (hung)" in halted.stderr
     told = resume(os.path.join(out, "journal.jsonl"), read_only=True).outcomes.values()
     assert len(told) == 1 and all(o.error.startswith("timeout: trial") for o in told)
-    from experiments.trial import FailureNotes
+    from experiments.search.trial import FailureNotes
 
     assert not FailureNotes.left()  # the watchdog's notes went with their run
 

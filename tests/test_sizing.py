@@ -1,4 +1,4 @@
-"""A search sized to its data (experiments/sizing.py, experiments/calibration.py): the rule gives
+"""A search sized to its data (experiments/search/sizing.py, experiments/search/calibration.py): the rule gives
 CIFAR-10's race proxy on CIFAR-10's counts, scales to small photo folders, and yields to every flag
 given; the calibration's figures become the target, the limits and the length."""
 
@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from experiments import sizing
+from experiments.search import sizing
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -129,8 +129,8 @@ def test_a_dir_without_metadata_is_an_error_naming_it(tmp_path):
 
 
 def test_the_calibration_sets_the_target_limits_and_length_but_not_what_was_given():
-    from experiments.calibration import _apply, calibration_config, calibration_line
-    from experiments.search_config import SearchConfig
+    from experiments.search.calibration import _apply, calibration_config, calibration_line
+    from experiments.search.search_config import SearchConfig
     from core.proxy_config import ProxyConfig
 
     assert sizing.calibrated(0.8, 230.0) == {"target_accuracy": 0.76, "target_seconds": 345.0, "timeout_s": 690.0,

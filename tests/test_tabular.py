@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from evolution import RandomSearch
-from experiments.tabular import load_table, run_benchmark, run_once, write_synthetic_table
+from experiments.simulate.tabular import load_table, run_benchmark, run_once, write_synthetic_table
 from searchspace import NasBench201Space
 from tests.conftest import amoeba_here as amoeba  # in this process: a Python start less each
 
@@ -110,8 +110,8 @@ def test_pareto_evolution_finds_a_better_front_and_limits_hold(table_path):
     evolution against random search; a limited search never charges a cell over its limit; the
     command gives each run's front as architecture strings."""
     from evolution.objectives import parse_goals
-    from experiments.fronts import percentile_limits
-    from experiments.tabular import TableCosts
+    from experiments.simulate.fronts import percentile_limits
+    from experiments.simulate.tabular import TableCosts
 
     table = load_table(table_path, "nasbench201", "arch", "val", "test", ["lat", "params_mb"])
     costs = TableCosts("lat", objectives=parse_goals("val:max,lat:min"))
@@ -161,7 +161,7 @@ def test_pareto_evolution_may_not_take_the_report_column_as_a_goal(table_path):
     """Defect: a goal naming the report column (first or not) reported inflated results; the refusal
     names the flag."""
     from evolution.objectives import parse_goals
-    from experiments.tabular import TableCosts
+    from experiments.simulate.tabular import TableCosts
 
     table = load_table(table_path, "nasbench201", "arch", "val", "test", ["lat"])
     for goals in ("test:max,lat:min", "val:max,test:max"):
@@ -173,7 +173,7 @@ def test_pareto_evolution_may_not_take_the_report_column_as_a_goal(table_path):
 def test_any_limited_measure_is_read_from_its_column(table_path):
     """A limit on a measure without a flag of its own (multiply_adds) is one column entry; a limit
     on a measure that cannot be limited, or without a column, is refused naming the flags."""
-    from experiments.tabular import TableCosts
+    from experiments.simulate.tabular import TableCosts
 
     table = load_table(table_path, "nasbench201", "arch", "val", "test", ["lat"])
     ceiling = float(np.median(list(table.columns["lat"].values())))

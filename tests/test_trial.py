@@ -4,11 +4,11 @@ import subprocess
 import sys
 import time
 
-from experiments.trial import HANG_EXIT_CODE
+from experiments.search.trial import HANG_EXIT_CODE
 from tests.conftest import REPO
 
-HANGS = "from experiments.trial import start_watchdog; import time; start_watchdog(0.5, 'trial 3'); time.sleep(60)"
-FINISHES = ("from experiments.trial import start_watchdog; import time; "
+HANGS = "from experiments.search.trial import start_watchdog; import time; start_watchdog(0.5, 'trial 3'); time.sleep(60)"
+FINISHES = ("from experiments.search.trial import start_watchdog; import time; "
             "done = start_watchdog(0.5, 'trial 3'); done.set(); time.sleep(1.5)")
 
 
@@ -41,7 +41,7 @@ def _pareto_trial(monkeypatch, **proxy):
     """A Pareto search's first trial, as Tune's searcher hands it out, and what it reports."""
     from evolution import make_algorithm
     from evolution.tune_searcher import EvolutionSearcher
-    from experiments import trial
+    from experiments.search import trial
     from searchspace import NasNetSpace
     from core.proxy_config import ProxyConfig
 
@@ -63,11 +63,11 @@ def test_a_pareto_trial_reports_every_goal_it_measured_where_tune_checks_for_the
     import json
 
     from evolution.tune_searcher import METRICS_KEY
-    from experiments.trial import run_trial
+    from experiments.search.trial import run_trial
 
     algorithm, searcher, config, proxy, reported = _pareto_trial(monkeypatch)
     assert searcher.metric == "latency_ms"
-    run_trial(config, proxy, algorithm.space.to_config())  # as experiments/search.py calls it
+    run_trial(config, proxy, algorithm.space.to_config())  # as experiments/search/driver.py calls it
     result = reported[-1]
     _tune_checks(searcher, result)
     metrics = json.loads(result[METRICS_KEY])
@@ -79,7 +79,7 @@ def test_a_pareto_trial_reports_every_goal_it_measured_where_tune_checks_for_the
 
 
 def test_a_failed_trial_still_names_every_objective_so_the_search_goes_on(monkeypatch):
-    from experiments.trial import run_trial
+    from experiments.search.trial import run_trial
 
     algorithm, searcher, config, proxy, reported = _pareto_trial(monkeypatch, learning_rate=1e30)
     run_trial(config, proxy, algorithm.space.to_config(), objectives=[g.metric for g in algorithm.goals])
@@ -94,7 +94,7 @@ def test_a_rung_trial_reports_each_rung_with_the_objective_at_the_top_level(monk
     import random
 
     from evolution.tune_searcher import METRICS_KEY
-    from experiments import trial
+    from experiments.search import trial
     from searchspace import NasNetSpace
     from core.proxy_config import ProxyConfig
 
@@ -114,7 +114,7 @@ def test_a_rung_trial_reports_each_rung_with_the_objective_at_the_top_level(monk
 def test_a_reissued_trial_clears_the_progress_file_its_dead_run_left_at_once(monkeypatch, tmp_path):
     from types import SimpleNamespace
 
-    from experiments import trial
+    from experiments.search import trial
 
     state_dir = tmp_path / "trial_3"
     state_dir.mkdir()

@@ -9,7 +9,7 @@ import pytest
 
 
 def test_a_time_lead_under_a_tenth_is_within_noise_and_lower_is_better():
-    from experiments.noise import time_compared
+    from experiments.promote.noise import time_compared
 
     assert time_compared(2588, 2625) == "is within noise of"  # the race of 2026-12-04: 0.99x
     assert time_compared(1577, 1922) == "beats" and time_compared(1922, 1577) == "does not beat"  # 0.82x
@@ -17,7 +17,7 @@ def test_a_time_lead_under_a_tenth_is_within_noise_and_lower_is_better():
 
 
 def test_wilson_intervals_match_the_textbook():
-    from experiments.noise import wilson_interval
+    from experiments.promote.noise import wilson_interval
 
     assert [round(v, 4) for v in wilson_interval(0.5, 100)] == [0.4038, 0.5962]
     assert [round(v, 4) for v in wilson_interval(0.0, 10)] == [0.0, 0.2775]  # never below 0
@@ -34,7 +34,7 @@ def test_wilson_intervals_match_the_textbook():
 def test_the_accuracy_verdict_says_within_noise_when_the_intervals_overlap(cell, base, n, verdict):
     import pandas as pd
 
-    from experiments.report import promote_verdict
+    from experiments.report.driver import promote_verdict
 
     row = {"status": "ok", "params": 1000, "epochs": 3.0, "top5": 0.9, "chance_top1": 0.1}
     table = pd.DataFrame([{**row, "name": "cell", "kind": "searched", "top1": cell, "eval_images": n},
@@ -69,7 +69,7 @@ def test_the_verdict_judges_the_searchs_pick_against_each_baseline_not_the_best_
     """Issue 34, defect 3: the best of three searched cells on the evaluation split is a maximum of
     three noisy figures; the verdict takes the cell the search ranked first, and judges it against
     each baseline in turn (the best baseline on the test split would be a selection too)."""
-    from experiments.report import promote_verdict
+    from experiments.report.driver import promote_verdict
 
     table = _verdict_table(PROMOTED)
     said = promote_verdict(table if ranked else table.drop(columns="search_rank"))
@@ -79,7 +79,7 @@ def test_the_verdict_judges_the_searchs_pick_against_each_baseline_not_the_best_
 
 
 def test_the_verdict_races_the_searchs_pick_to_the_target_not_the_fastest_of_three():
-    from experiments.report import promote_verdict
+    from experiments.report.driver import promote_verdict
 
     times = [30.0, 5.0, 6.0, 20.0, None]
     table = _verdict_table([{**r, "time_to_top1_0.7_s": t} for r, t in zip(PROMOTED, times)])
@@ -91,7 +91,7 @@ def test_the_verdict_races_the_searchs_pick_to_the_target_not_the_fastest_of_thr
 def test_export_names_a_pick_that_is_not_the_searchs_first_as_the_verdict_does():
     """Review of issue 34, 4: where the search's first cell failed, export and verdict both call the
     one judged the search's best-ranked cell that finished."""
-    from experiments.comparison import choose, promote_verdict
+    from experiments.promote.comparison import choose, promote_verdict
 
     table = _verdict_table([{**PROMOTED[0], "status": "failed", "top1": None}, *PROMOTED[1:]])
     _, why = choose(table, "accuracy")
@@ -106,7 +106,7 @@ def test_export_names_a_pick_that_is_not_the_searchs_first_as_the_verdict_does()
 ])
 def test_the_toss_up_hint_names_target_top1_when_the_promote_had_none(target, hint):
     """Review of issue 34, 5: time_to_target needs --target_top1; the hint says so when none was given."""
-    from experiments.comparison import NO_VALIDATION, choose
+    from experiments.promote.comparison import NO_VALIDATION, choose
 
     rows = [{**r, "time_to_top1_0.7_s": 10.0} if target else r for r in PROMOTED if r["name"] != "resnet20"]
     _, why = choose(_verdict_table(rows), "accuracy", target)
@@ -130,7 +130,7 @@ def test_mcnemars_exact_test_matches_a_hand_computed_case():
     fair coin, P(X <= 2 or X >= 10 | 12 tosses) = 2 * (1 + 12 + 66) / 4096 = 0.0386."""
     import numpy as np
 
-    from experiments.noise import compared_paired, paired
+    from experiments.promote.noise import compared_paired, paired
 
     both, neither = [True] * 50, [False] * 30
     a = np.array(both + neither + [True] * 10 + [False] * 2)
@@ -178,7 +178,7 @@ def test_overlapping_intervals_on_the_same_images_can_still_be_a_win_by_the_pair
     gets right every image the baseline does and 80 more), which McNemar's test puts at p ~ 1e-24."""
     import pandas as pd
 
-    from experiments.comparison import promote_verdict
+    from experiments.promote.comparison import promote_verdict
 
     row = {"status": "ok", "params": 1000, "epochs": 3.0, "top5": 0.99, "chance_top1": 0.1, "eval_images": 10_000}
     table = pd.DataFrame([
@@ -200,7 +200,7 @@ def test_overlapping_intervals_on_the_same_images_can_still_be_a_win_by_the_pair
 
 def test_the_export_choice_judges_the_validation_split_by_the_paired_test_where_it_can():
     """choose reads the validation split: its own per-image correctness (val_correct), paired."""
-    from experiments.comparison import choose
+    from experiments.promote.comparison import choose
 
     rows = [{**PROMOTED[0], "val_top1": 0.908, "val_correct": _same_images(0.908, 10_000, 0)},
             {**PROMOTED[3], "val_top1": 0.900, "val_correct": _same_images(0.900, 10_000, 0)}]

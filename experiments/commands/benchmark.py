@@ -6,7 +6,7 @@ nasbench201: |op~0|+|op~0|op~1|+|op~0|op~1|op~2|) and numeric metric columns; it
 whole space. Prints mean and standard deviation of the report metric of each algorithm's pick
 (best so far by the search metric) at a few budgets, and writes a best-so-far plot.
 
-With --budget_s the budget is simulated wall time (experiments/simulator.py): every evaluation
+With --budget_s the budget is simulated wall time (experiments/simulate/simulator.py): every evaluation
 costs its epochs times --cost_column, --workers run at once, --fidelities name the search metric
 at each number of epochs, and --rungs make the search multi-fidelity under --rung_rule
 (evolution/rungs.py RUNG_RULES: stopping, payoff or promotion). The algorithms' own parameters take their
@@ -22,7 +22,7 @@ import json
 from absl import app, flags
 
 from evolution.objectives import LIMITED
-from experiments.benchmark_config import BenchmarkConfig
+from experiments.simulate.benchmark_config import BenchmarkConfig
 from experiments.commands import whole_numbers
 from experiments.settings import define_flags
 
@@ -44,19 +44,19 @@ def _check_flags(args: list[str]) -> None:
 
 
 def main(args: list[str]) -> None:
-    from experiments.plots import plot_best_so_far
+    from experiments.simulate.plots import plot_best_so_far
 
     _check_flags(args)
     if FLAGS.budget_s:
         if FLAGS.dedup:
             raise app.UsageError("--dedup counts evaluations (--budget); a --budget_s run charges every one its time")
         return time_benchmark(plot_best_so_far)
-    from experiments.tabular import load_table, run_benchmark
+    from experiments.simulate.tabular import load_table, run_benchmark
 
     for name in ("fidelities", "rungs", "cost_column", "rung_rule"):
         if FLAGS[name].value and FLAGS[name].present:
             raise app.UsageError(f"--{name} needs --budget_s (a simulated time budget)")
-    from experiments.fronts import percentile_limits
+    from experiments.simulate.fronts import percentile_limits
 
     params = algorithm_params()
     try:
@@ -105,9 +105,9 @@ def algorithm_params() -> dict:
 
 
 def table_costs():
-    """The cost settings the flags give (experiments/tabular.py TableCosts)."""
+    """The cost settings the flags give (experiments/simulate/tabular.py TableCosts)."""
     from evolution.objectives import MnasReward, parse_goals
-    from experiments.tabular import TableCosts
+    from experiments.simulate.tabular import TableCosts
 
     limits = {m: FLAGS[f"max_{m}"].value for m in LIMITED if FLAGS[f"max_{m}"].value}
     reward = MnasReward("latency_ms", FLAGS.latency_target_ms, FLAGS.latency_weight) if FLAGS.latency_target_ms else None
@@ -132,8 +132,8 @@ def measure_columns(items: list[str]) -> dict[str, tuple[str, float]]:
 
 def time_benchmark(plot) -> None:
     """--budget_s: the algorithms on the simulated clock."""
-    from experiments.simulator import Fidelities, parse_fidelities, run_time_benchmark
-    from experiments.tabular import load_table
+    from experiments.simulate.simulator import Fidelities, parse_fidelities, run_time_benchmark
+    from experiments.simulate.tabular import load_table
 
     params = algorithm_params()
     try:

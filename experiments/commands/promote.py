@@ -1,7 +1,7 @@
 """amoeba promote --search_dir=DIR --top_k=3 --baselines=resnet20 --data=DIR --output_dir=DIR [flags]:
 retrain a search's best cells beside baselines under one recipe, and compare them.
 
-The top-k distinct genotypes of each --search_dir (as the search ranks them: experiments/ranking.py)
+The top-k distinct genotypes of each --search_dir (as the search ranks them: experiments/search/ranking.py)
 and each --baselines model train on --data's training split with the recipe flags (the same as
 `amoeba train`'s; a flagfile such as experiments/configs/promote_cifar10_cpu.cfg sets them), each
 as a Ray trial (--cpus/--gpus/--tpus_per_trial as in search), and are evaluated on its evaluation
@@ -10,7 +10,7 @@ to within 10% of that many parameters; with --baselines and neither --match_para
 the cells are sized to the first baseline (a comparison is fair at equal size). Rerun the same
 command to resume: finished models are not retrained, the others resume from their checkpoints.
 Writes comparison.csv and comparison.json; with --export_dir, exports the model --export_choice
-picks among each search's pick and the baselines (experiments/comparison.py) on a validation split
+picks among each search's pick and the baselines (experiments/promote/comparison.py) on a validation split
 held out of the training split (--validation_images, sized to the data by default), and says why.
 """
 
@@ -24,17 +24,17 @@ import os
 from absl import app, flags
 
 from core.export_formats import check_runtimes
-from experiments.comparison import comparison_text
+from experiments.promote.comparison import comparison_text
 from experiments.export_flags import exported_lines
-from experiments.promote import PromoteConfig, export_winner, run_promote
-from experiments.promote_plan import default_match_params, own_size_searches
+from experiments.promote.driver import PromoteConfig, export_winner, run_promote
+from experiments.promote.promote_plan import default_match_params, own_size_searches
 from experiments.recipe_flags import define_recipe_flags, recipe_from_flags
-from experiments.resources import ClusterTooSmall
+from experiments.search.resources import ClusterTooSmall
 from experiments.settings import build, define_flags, flag_settings
 
 FLAGS = flags.FlagValues()
 USES_TENSORFLOW = True
-SETTINGS = define_flags(PromoteConfig, FLAGS, module_name=__name__)  # experiments/promote_config.py's fields
+SETTINGS = define_flags(PromoteConfig, FLAGS, module_name=__name__)  # experiments/promote/promote_config.py's fields
 define_recipe_flags(FLAGS)
 
 
@@ -90,7 +90,7 @@ def main(args: list[str]) -> None:
 
 def sized_searches(search_dirs: tuple[str, ...]) -> bool:
     """Whether every search of `search_dirs` was sized to its data (`amoeba search --data` without
-    --space: experiments/sizing.py); a dir without its search_config.json is not."""
+    --space: experiments/search/sizing.py); a dir without its search_config.json is not."""
     from core import storage
     from experiments.layout import CONFIG
 
@@ -101,11 +101,11 @@ def sized_searches(search_dirs: tuple[str, ...]) -> bool:
 def promote_validation_images(output_dir: str, data: str) -> int:
     """--validation_images when not given: a promote already planned keeps what its plan was made with
     (0 for a plan made before the setting, so the same command resumes it); a new one holds out as a
-    sized search holds out its own (experiments/sizing.py's rule: a tenth, at least 20 a class but at
+    sized search holds out its own (experiments/search/sizing.py's rule: a tenth, at least 20 a class but at
     most a fifth, at most 2,000; none of a single image), so the export and the race's target are
     chosen on images no model trains on, not on the evaluation split."""
     from core import storage
-    from experiments import sizing
+    from experiments.search import sizing
     from experiments.layout import PLAN
 
     plan = storage.join(output_dir, PLAN)
@@ -115,8 +115,8 @@ def promote_validation_images(output_dir: str, data: str) -> int:
 
 
 def _size(fields: dict, recipe: dict) -> None:
-    """The promote settings and recipe fields not given, from experiments/sizing.py's rule for --data."""
-    from experiments import sizing
+    """The promote settings and recipe fields not given, from experiments/search/sizing.py's rule for --data."""
+    from experiments.search import sizing
     from experiments.recipe_flags import given_recipe
 
     settings, sized = sizing.promote_settings(sizing.DataFacts.read(fields["data"]))

@@ -21,7 +21,7 @@ flags.DEFINE_string("output", None, "Where to write the report (default: DIR/rep
 def main(args: list[str]) -> None:
     if not args:
         raise app.UsageError("report needs at least one search or promote dir")
-    from experiments.report import build_report, load_run
+    from experiments.report.driver import build_report, load_run
     from core.storage import write_text
 
     try:

@@ -29,9 +29,9 @@ flags.DEFINE_float("at_target", None, "A --target_accuracy search's trials score
 def main(args: list[str]) -> None:
     from evolution import JournalError, resume
     from evolution.journal import journal_in_use, last_holder
-    from experiments.progress import journal_pace, status_line
+    from experiments.search.progress import journal_pace, status_line
     from experiments.layout import CONFIG, JOURNAL
-    from experiments.results import as_text, front_trials, results_table, shown_columns, top_trials
+    from experiments.search.results import as_text, front_trials, results_table, shown_columns, top_trials
     from core.storage import read_json
 
     if len(args) != 1:
@@ -69,8 +69,8 @@ def main(args: list[str]) -> None:
 
 
 def _at_target(table: Any, algorithm: Any, out: str) -> Any:
-    """`table` scored again at --at_target (experiments/results.py at_target), its top --top rows."""
-    from experiments.results import at_target, searched_target
+    """`table` scored again at --at_target (experiments/search/results.py at_target), its top --top rows."""
+    from experiments.search.results import at_target, searched_target
 
     if FLAGS.front:
         raise app.UsageError("--at_target ranks every trial by its time to a target; --front is a Pareto "

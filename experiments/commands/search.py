@@ -1,6 +1,6 @@
 """amoeba search --output_dir=DIR [flags]: a search through Ray Tune; rerun to resume.
 
-Its flags are SearchConfig's fields and the proxy's (experiments/search_config.py): a new setting
+Its flags are SearchConfig's fields and the proxy's (experiments/search/search_config.py): a new setting
 there is a flag here, with nothing to add to this module.
 """
 
@@ -14,7 +14,7 @@ from absl import app, flags
 
 from evolution import JournalLocked
 from experiments.layout import CONFIG
-from experiments.search import ClusterTooSmall, SearchConfig, SearchHalted, open_search, run_search, summary
+from experiments.search.driver import ClusterTooSmall, SearchConfig, SearchHalted, open_search, run_search, summary
 from experiments.settings import Setting, apply_deprecated, build, define_flags, flag_settings
 from core.proxy_config import DATA_DIR_DATASET, PROXY_RENAMED
 from core.storage import is_gcs, read_json
@@ -46,7 +46,7 @@ def config_from_flags(values: flags.FlagValues, settings: list[Setting], cls: ty
 
 
 def sized_to_data(values: flags.FlagValues) -> bool:
-    """Whether the search is sized to its data (experiments/sizing.py): a --data dir, neither --space
+    """Whether the search is sized to its data (experiments/search/sizing.py): a --data dir, neither --space
     nor --dataset given (on the command line or in a flagfile), and no search in --output_dir that
     was not (one saved before the rule resumes as it was made)."""
     if not values["data"].value or values["space"].present or values["dataset"].present:
@@ -61,8 +61,8 @@ def given_settings(values: flags.FlagValues, settings: list[Setting]) -> set[tup
 
 
 def _size(fields: dict, given: set[tuple[str, ...]]) -> None:
-    """`fields` with the settings `given` does not set taken from the rule of experiments/sizing.py."""
-    from experiments import sizing
+    """`fields` with the settings `given` does not set taken from the rule of experiments/search/sizing.py."""
+    from experiments.search import sizing
 
     proxy = fields["proxy"]
     sized = sizing.proxy_settings(sizing.DataFacts.read(proxy["data"]))
@@ -82,7 +82,7 @@ def main(args: list[str]) -> None:
         config = config_from_flags(FLAGS, SETTINGS)
         calibrated = sized_to_data(FLAGS) and not config.proxy.target_accuracy
         if calibrated:
-            from experiments.calibration import calibrate, seed_first_trial
+            from experiments.search.calibration import calibrate, seed_first_trial
 
             config = calibrate(config, given_settings(FLAGS, SETTINGS))
         algorithm = open_search(config)

@@ -73,7 +73,7 @@ def main(args: list[str]) -> None:
     elif not isinstance(genotype, NasNetGenotype):
         raise app.UsageError(f"--format={fmt}: only cells are drawn; show a {type(genotype).__name__} as text or json")
     else:
-        from experiments.cell_graph import GraphvizMissing, genotype_dot, render
+        from experiments.report.cell_graph import GraphvizMissing, genotype_dot, render
 
         out = genotype_dot(genotype, title=os.path.basename(args[0]) if len(args[0]) < 80 else "")
         if fmt != "dot":

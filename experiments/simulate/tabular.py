@@ -17,7 +17,7 @@ import pandas as pd
 
 from evolution import ALGORITHMS, make_algorithm
 from evolution.objectives import LIMITED, Goal, MnasReward
-from experiments.fronts import LimitGaps, TableFront, found_front
+from experiments.simulate.fronts import LimitGaps, TableFront, found_front
 from searchspace import NasBench201Genotype, NasBench201Space
 
 log = logging.getLogger(__name__)
@@ -229,7 +229,7 @@ def run_benchmark(table: Table, space_name: str, algorithms: Sequence[str], budg
                   gap_limits: Sequence[float] = (), report_metric: str = "", marks: Sequence[int] = (),
                   search_metric: str = "") -> dict[str, Any]:
     """Every algorithm `runs` times (seeds seed..seed+runs-1); curves and summary figures. With
-    objectives: at each budget the hypervolume fraction of what was evaluated (experiments/fronts.py)
+    objectives: at each budget the hypervolume fraction of what was evaluated (experiments/simulate/fronts.py)
     and each run's front at the end; with `gap_limits` on the latency column: the mean gap under them
     (the table's front and the gaps score cells by the column `report_metric`). Figures are given at
     `marks` evaluations (default: about 10, 25, 50 and 100% of the budget)."""

@@ -2,7 +2,7 @@
 one recipe (the same data, schedule and budget), each model a Ray trial with its own resources,
 then compare them in `comparison.csv` / `comparison.json`.
 
-The plan (which models, at which filters: experiments/promote_plan.py) is fixed by the first run in
+The plan (which models, at which filters: experiments/promote/promote_plan.py) is fixed by the first run in
 `promote_plan.json`; a rerun with the same settings trains only the models without a
 `result.json`, each resuming from its checkpoint. Models train in `OUTPUT_DIR/models/NAME` (an
 `amoeba train` model_dir: `amoeba evaluate`, `export` and TensorBoard work on it). This module must
@@ -22,15 +22,15 @@ from typing import Any
 
 import pandas as pd
 
-from experiments.comparison import choose
-from experiments.hparams import tune_without_tensorboard, write_promote_hparams
-from experiments.mlflow_log import log_exported_model, log_promoted_models
+from experiments.promote.comparison import choose
+from experiments.tracking.hparams import tune_without_tensorboard, write_promote_hparams
+from experiments.tracking.mlflow_log import log_exported_model, log_promoted_models
 from experiments.layout import RESULT
-from experiments.promote_config import PromoteConfig
-from experiments.promote_plan import PlannedModel, model_config, open_plan
-from experiments.noise import wilson_interval
-from experiments.resources import trial_resources
-from experiments.targets import parse_column, to_targets
+from experiments.promote.promote_config import PromoteConfig
+from experiments.promote.promote_plan import PlannedModel, model_config, open_plan
+from experiments.promote.noise import wilson_interval
+from experiments.search.resources import trial_resources
+from experiments.promote.targets import parse_column, to_targets
 from core import storage
 from core.correct_images import read_correct
 from core.train_config import PROGRESS, config_from_saved
@@ -40,7 +40,7 @@ COMPARISON_COLUMNS = [
     "name", "kind", "model", "status", "params", "multiply_adds", "top1", "top1_low", "top1_high", "eval_images",
     "val_top1", "val_images", "chance_top1", "top5", "epochs", "wall_seconds", "images_per_sec", "filters", "search_trial_id",
     "search_rank", "search_val_accuracy", "search_dir", "same_as", "error", "eval_correct", "val_correct",
-]  # and after images_per_sec, time, training multiply-adds and cost to each target (experiments/targets.py);
+]  # and after images_per_sec, time, training multiply-adds and cost to each target (experiments/promote/targets.py);
 # eval_correct, val_correct: which images of each split the model got right (core/correct_images.py)
 
 
@@ -76,7 +76,7 @@ def promote_trial(config: dict[str, Any], threads: int) -> None:
         "num_eval_images": final["num_examples"], "val_top1": final.get("val_top1"),
         "val_images": final.get("val_examples"), "history": trainer.evaluations(),
         **{k: v for k, v in read_correct(train_config.model_dir).items() if k.endswith("_correct")},
-    }  # eval_correct, val_correct: 1,250 bytes a 10,000 images (a paired test: experiments/noise.py)
+    }  # eval_correct, val_correct: 1,250 bytes a 10,000 images (a paired test: experiments/promote/noise.py)
     storage.write_json(storage.join(train_config.model_dir, RESULT), result)
     tune.report({"top1": final["top1"], RESULT_KEY: json.dumps(result)})  # for a driver on another machine
 
@@ -93,8 +93,8 @@ def run_promote(config: PromoteConfig, trainable: Any = None) -> pd.DataFrame:
     import ray
     from ray import tune
 
-    from experiments.local_ray import init_ray
-    from experiments.progress import PromoteProgress
+    from experiments.search.local_ray import init_ray
+    from experiments.search.progress import PromoteProgress
 
     planned = open_plan(config)
     todo = untrained(config, planned)
@@ -190,7 +190,7 @@ def comparison_table(config: PromoteConfig, planned: list[PlannedModel], errors:
 
 
 def _top1_noise(result: dict, model_dir: str) -> dict:
-    """The top-1's evaluation images, its Wilson 95% interval (experiments/noise.py) and chance
+    """The top-1's evaluation images, its Wilson 95% interval (experiments/promote/noise.py) and chance
     (1 / the classes in the model dir's labels.txt); None where unknown."""
     n, top1 = result.get("num_eval_images"), result.get("top1")
     low, high = wilson_interval(top1, n) if n and top1 is not None else (None, None)
@@ -215,7 +215,7 @@ def read_comparison(output_dir: str) -> pd.DataFrame:
 
 
 def export_winner(config: PromoteConfig, table: pd.DataFrame) -> tuple[str, str, dict[str, dict]]:
-    """Export the model `config.export_choice` picks (experiments/comparison.py's `choose`: each
+    """Export the model `config.export_choice` picks (experiments/promote/comparison.py's `choose`: each
     search's pick and the baselines, on the validation split, by top-1 or by time to the highest
     --target_top1) from its checkpoint to `config.export_dir` in each of `config.export_format`
     (trainer/export.py); (its name, why in words, each file's parity with the Keras model and its

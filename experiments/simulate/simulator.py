@@ -21,7 +21,7 @@ import numpy as np
 
 from evolution import ALGORITHMS, make_algorithm
 from evolution.rungs import CONTINUE, RUNG_RULES, STOP, Rungs
-from experiments.tabular import SPACES, Table, TableCosts, check_objectives, sample_std
+from experiments.simulate.tabular import SPACES, Table, TableCosts, check_objectives, sample_std
 
 FRACTIONS = (0.1, 0.25, 0.5, 1.0)  # of the budget, where the summary is given
 GRID_POINTS = 200  # the plotted curve's points over the budget

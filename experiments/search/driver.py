@@ -2,7 +2,7 @@
 
 The output dir holds the journal (the state), search_config.json, results.csv and
 best_genotype.json. Running again with the same output dir resumes from the journal. What a
-search is (SearchConfig, opening its dir) lives in experiments/search_config.py; this module runs
+search is (SearchConfig, opening its dir) lives in experiments/search/search_config.py; this module runs
 it. It orchestrates only: no TensorFlow here (trials import it in their own worker processes).
 """
 
@@ -18,15 +18,15 @@ import time
 from typing import Any, Callable
 
 from evolution import SearchAlgorithm
-from experiments import ranking
+from experiments.search import ranking
 from experiments.layout import CHECKPOINTS, CONFIG, JOURNAL, RESULT_FILES
-from experiments.resources import ClusterTooSmall, trial_resources
-from experiments.hparams import tune_without_tensorboard, write_search_hparams
-from experiments.mlflow_log import log_search_trials
-from experiments.results import top_table, write_results
-from experiments.local_ray import local_ray_gone
-from experiments.search_config import SearchConfig, open_search, resume_differences
-from experiments.stop_signals import stop_on_interrupt
+from experiments.search.resources import ClusterTooSmall, trial_resources
+from experiments.tracking.hparams import tune_without_tensorboard, write_search_hparams
+from experiments.tracking.mlflow_log import log_search_trials
+from experiments.search.results import top_table, write_results
+from experiments.search.local_ray import local_ray_gone
+from experiments.search.search_config import SearchConfig, open_search, resume_differences
+from experiments.search.stop_signals import stop_on_interrupt
 from core import storage
 
 __all__ = ["CHECKPOINTS", "CONFIG", "JOURNAL", "RESULT_FILES", "CircuitBreaker", "ClusterTooSmall", "SearchConfig",
@@ -142,13 +142,13 @@ def _start_ray(config: SearchConfig) -> bool:
     """Start Ray (a private local one, or join `ray_address`) unless it is up; True when started."""
     import ray
 
-    from experiments.local_ray import init_ray
+    from experiments.search.local_ray import init_ray
 
     if ray.is_initialized():
         return False
     quiet = {"TF_CPP_MIN_LOG_LEVEL": "2"}
     if config.ray_address:  # workers of another cluster get our packages shipped to them
-        from experiments.cli import OUR_PACKAGES
+        from experiments.settings import OUR_PACKAGES
 
         packages = [importlib.import_module(name) for name in OUR_PACKAGES]
         init_ray(config.ray_address, {"env_vars": quiet, "py_modules": packages})
@@ -167,8 +167,8 @@ def _run_tuners(config: SearchConfig, algorithm: SearchAlgorithm, breaker: Circu
     import ray
 
     from evolution.tune_searcher import EvolutionSearcher, checkpoint_dir
-    from experiments.progress import ProgressCallback
-    from experiments.trial import FailureNotes, run_trial
+    from experiments.search.progress import ProgressCallback
+    from experiments.search.trial import FailureNotes, run_trial
 
     resources, concurrent = trial_resources(config, ray.cluster_resources())
     notes = FailureNotes()
@@ -200,7 +200,7 @@ def _run_tuners(config: SearchConfig, algorithm: SearchAlgorithm, breaker: Circu
             searcher = EvolutionSearcher(algorithm, min(left, config.trials_per_tuner), on_tell=record,
                                          failure_reason=failure_reason, should_stop=halted,
                                          checkpoint_root=checkpoint_root)
-            with tune_without_tensorboard():  # TensorBoard: each trial once, as experiments/hparams.py writes it
+            with tune_without_tensorboard():  # TensorBoard: each trial once, as experiments/tracking/hparams.py writes it
                 _tuner(config, algorithm, searcher, trainable, resources, concurrent,
                        min(left, config.trials_per_tuner), halted, progress, part).fit()
             if algorithm.completed() == before and not algorithm.waiting_reissue():  # every trial stopped

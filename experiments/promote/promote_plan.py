@@ -17,10 +17,10 @@ from typing import Any, Callable
 
 from evolution import SearchAlgorithm, resume
 from searchspace import MacroGenotype, genotype_from_json
-from experiments import ranking
+from experiments.search import ranking
 from experiments.layout import CONFIG, JOURNAL, PLAN
-from experiments.results import searched_target
-from experiments.promote_config import PromoteConfig, baseline_model, with_new_recipe_fields
+from experiments.search.results import searched_target
+from experiments.promote.promote_config import PromoteConfig, baseline_model, with_new_recipe_fields
 from core import storage
 from core.train_config import TrainConfig, genotype_model
 
@@ -43,7 +43,7 @@ class PlannedModel:
 
 
 def best_distinct_trials(algorithm: SearchAlgorithm, k: int) -> list[int]:
-    """Ids of the k best distinct genotypes' trials as the search ranks them (experiments/ranking.py:
+    """Ids of the k best distinct genotypes' trials as the search ranks them (experiments/search/ranking.py:
     its score and mode, like with like across rungs; ties: fewer parameters, then the earlier trial).
     A search of several goals (Pareto evolution): k cells evenly spaced along its front in the order
     of its last goal (the cost), cheapest to dearest, then the best others."""
@@ -64,7 +64,7 @@ def _search_order(algorithm: SearchAlgorithm, search_dir: str, k: int,
                   at_target: float | None) -> tuple[list[int], Callable[[], list[int]]]:
     """The k distinct trials to promote, and (lazily) every distinct trial in the order they were
     ranked by: the search's own rule (best_distinct_trials), or with `at_target` its trials' times
-    to that lower accuracy from their evaluations (experiments/ranking.py `rescored`)."""
+    to that lower accuracy from their evaluations (experiments/search/ranking.py `rescored`)."""
     if at_target is None:
         return best_distinct_trials(algorithm, k), lambda: ranking.ranked(algorithm, distinct=True)
     try:
@@ -78,7 +78,7 @@ def _search_order(algorithm: SearchAlgorithm, search_dir: str, k: int,
 def top_genotypes(search_dir: str, k: int, audit_k: int = 0, at_target: float | None = None) -> list[PlannedModel]:
     """The search's best_distinct_trials (with `at_target`, its trials ranked again at that lower
     accuracy), as models to promote, each with its rank among them as the search ranks
-    (experiments/ranking.py; a Pareto search's are spread along its front); with `audit_k`, that many
+    (experiments/search/ranking.py; a Pareto search's are spread along its front); with `audit_k`, that many
     more distinct trials drawn at random (seeded by the dir's name) from those ranked below, each
     with its rank among all the search's distinct trials."""
     path = os.path.join(search_dir, JOURNAL)

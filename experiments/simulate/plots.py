@@ -6,7 +6,7 @@ from typing import Mapping
 
 import numpy as np
 
-from experiments.tabular import sample_std
+from experiments.simulate.tabular import sample_std
 
 
 def plot_best_so_far(curves: Mapping[str, np.ndarray], path: str, ylabel: str, title: str,

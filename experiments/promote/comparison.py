@@ -1,4 +1,4 @@
-"""Reading a promote's comparison (experiments/promote.py writes it): its terminal table, which
+"""Reading a promote's comparison (experiments/promote/driver.py writes it): its terminal table, which
 model to export, and the verdict the report prints, each saying how sure it is.
 
 One rule picks on the searched side: each search's pick, the promoted cell that search ranked first
@@ -6,7 +6,7 @@ One rule picks on the searched side: each search's pick, the promoted cell that 
 the evaluation split (a maximum of noisy figures). The pick is judged against each baseline on its
 own, top-1 by McNemar's paired test on the same images where both keep which images they got right
 (`eval_correct`; the export's choice: `val_correct`, on the validation split), else by Wilson 95%
-intervals (a comparison made before those were kept; experiments/noise.py). Pure pandas: this
+intervals (a comparison made before those were kept; experiments/promote/noise.py). Pure pandas: this
 module must not read files, train or import TensorFlow.
 """
 
@@ -18,11 +18,11 @@ import numpy as np
 import pandas as pd
 
 from core.correct_images import decoded
-from experiments import noise
-from experiments.report_figures import duration
-from experiments.targets import column, first_at, parse_column
+from experiments.promote import noise
+from experiments.units import duration
+from experiments.promote.targets import column, first_at, parse_column
 
-EXPORT_CHOICES = ("accuracy", "time_to_target")  # what --export_choice may say (experiments/promote_config.py)
+EXPORT_CHOICES = ("accuracy", "time_to_target")  # what --export_choice may say (experiments/promote/promote_config.py)
 TRIVIAL_TOP5_CLASSES = 5  # with this many classes or fewer, top-5 is 1.0 for every model
 
 
@@ -192,7 +192,7 @@ def _first_to(pool: pd.DataFrame, target: float | None, among: str, split: tuple
 def promote_verdict(table: pd.DataFrame, seeds: Mapping[str, str] | None = None) -> str | None:
     """Each search's pick against each baseline, in sentences: by top-1, and (when the promote had
     targets) by time and by cost to each; None without a finished pick and baseline. `seeds`: model
-    name -> what to say of a pick that is a seed the search was given (experiments/report.py)."""
+    name -> what to say of a pick that is a seed the search was given (experiments/report/driver.py)."""
     picks = search_picks(table)
     baselines = table[(table.kind == "baseline") & (table.status == "ok")]
     if picks.empty or baselines.empty:

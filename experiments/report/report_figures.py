@@ -1,7 +1,7 @@
-"""The report's figures (experiments/report.py), drawn by matplotlib to inline SVG text: a search's
+"""The report's figures (experiments/report/driver.py), drawn by matplotlib to inline SVG text: a search's
 progress, accuracy against size and cost with the Pareto front (a promote's with each model's 95%
-interval), promoted models' accuracy against wall time, and cells drawn by Graphviz; and durations
-in a unit of their size. Reads the tables (and the ranking rule) it is given only; must not train,
+interval), promoted models' accuracy against wall time, and cells drawn by Graphviz (durations:
+experiments/units.py). Reads the tables (and the ranking rule) it is given only; must not train,
 search or talk to Ray.
 """
 
@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from experiments.units import duration, time_unit  # noqa: F401  (duration: the report's, too)
 
 
 def _svg(fig) -> str:
@@ -34,21 +36,6 @@ def _axes(columns: int, width: float = 6.0):
     return plt.subplots(1, columns, figsize=(width * columns, 4.2), squeeze=False)
 
 
-TIME_UNITS = (("s", 1.0), ("min", 60.0), ("h", 3600.0))  # a duration is shown in the largest unit it fills
-
-
-def time_unit(seconds: float) -> tuple[str, float]:
-    """(unit, seconds in it) for showing `seconds`: s under a minute, min under an hour, else h."""
-    fits = [unit for unit in TIME_UNITS if seconds >= unit[1]]
-    return fits[-1] if fits else TIME_UNITS[0]
-
-
-def duration(seconds: float) -> str:
-    """`42 s`, `3.0 min` or `1.5 h`: not 0.05 hours."""
-    unit, size = time_unit(seconds)
-    return f"{seconds:.0f} s" if unit == "s" else f"{seconds / size:.1f} {unit}"
-
-
 def seconds_since_start(table: pd.DataFrame) -> pd.Series:
     """Seconds from the first trial's start to each result (NaN where the journal has no times)."""
     told = pd.to_numeric(table.told_at, errors="coerce")
@@ -66,7 +53,7 @@ def has_rungs(run: Any) -> bool:
 
 def _best_line(run: Any, rows: pd.DataFrame) -> tuple[pd.Series, list[int | None]]:
     """The search's pick among the trials up to each of `rows` (in their order), as its score, and
-    the picks: ranked as the summary ranks (experiments/ranking.py; like with like across rungs), not
+    the picks: ranked as the summary ranks (experiments/search/ranking.py; like with like across rungs), not
     a running maximum of scores at different fidelities. With rungs, each height is the pick's score
     at the rung it was ranked at, its highest (`_mark_rungs` marks which)."""
     picks = run.picks(list(rows.trial_id))
@@ -186,7 +173,7 @@ def pareto_figure(series: list[tuple[str, pd.DataFrame]], accuracy: str, ylabel:
 
 def _error_bars(ax: Any, rows: pd.DataFrame, cost: str, accuracy: str, colour: str) -> None:
     """Each point's 95% interval (`ACCURACY_low`, `ACCURACY_high`: a promote's Wilson intervals,
-    experiments/noise.py) as a vertical bar, where the table has them."""
+    experiments/promote/noise.py) as a vertical bar, where the table has them."""
     low, high = f"{accuracy}_low", f"{accuracy}_high"
     if low not in rows or high not in rows:
         return
@@ -223,7 +210,7 @@ def time_figure(histories: dict[str, list[dict[str, Any]]], targets: tuple[float
 
 def cell_figure(genotype: Any, title: str) -> str:
     """Both cells drawn by Graphviz, as inline SVG (GraphvizMissing when it is not installed)."""
-    from experiments.cell_graph import genotype_dot, render
+    from experiments.report.cell_graph import genotype_dot, render
 
     text = render(genotype_dot(genotype, title=title), "svg").decode()
     return text[text.index("<svg"):]

@@ -19,7 +19,7 @@ from evolution import ALGORITHMS, JournalLock, SearchAlgorithm, make_algorithm, 
 from evolution.algorithms import RandomSearch, as_json, genotype_of
 from evolution.objectives import LIMITED, MEASURES, SIZE_MEASURES, Limits, MnasReward, parse_goals
 from evolution.params import ParetoParams
-from experiments.mlflow_log import check_mlflow
+from experiments.tracking.mlflow_log import check_mlflow
 from evolution.repeats import REPEATS
 from evolution.rungs import RUNG_RULES, Rungs
 from experiments.layout import CONFIG, JOURNAL
@@ -159,7 +159,7 @@ class SearchConfig:
                                       "failed them); the retries are journaled.")
     trainable: str = _runs("", "A function of one's own (experiments.api), named; empty: the proxy trainer.",
                            flag=False, api=False)
-    sized_to_data: bool = _runs(False, "The settings not given were sized to --data by experiments/sizing.py's rule "
+    sized_to_data: bool = _runs(False, "The settings not given were sized to --data by experiments/search/sizing.py's rule "
                                        "(`amoeba search --data` without --space); amoeba promote sizes its own then.",
                                 flag=False, api=False)
 
@@ -265,7 +265,7 @@ class SearchConfig:
         aimed = self.tournament == "limit" and not self.trainable and any(g.metric in SIZE_MEASURES for g in goals)
         if not (limited or aimed):
             return None
-        from experiments.trial import size_measure
+        from experiments.search.trial import size_measure
 
         return size_measure(self.proxy.to_dict(), self.search_space().to_config())
 

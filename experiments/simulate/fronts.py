@@ -10,7 +10,7 @@
   worst cell under it). The table's own front by the searched goals is the floor.
 
 The report metric is taken as larger-better (an accuracy). Reads tables only: no training, no
-TensorFlow, no Ray; it must not import experiments/tabular.py (which imports it).
+TensorFlow, no Ray; it must not import experiments/simulate/tabular.py (which imports it).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from evolution.pareto import front, hypervolume
 
 
 class Table(Protocol):
-    """What is read of a table (experiments/tabular.py's `Table`, which imports this module): each
+    """What is read of a table (experiments/simulate/tabular.py's `Table`, which imports this module): each
     cell's report metric and every column read, by canonical key."""
 
     report: Mapping[str, float]

@@ -1,4 +1,4 @@
-"""The calibration before a search sized to its data (experiments/sizing.py) that was given no
+"""The calibration before a search sized to its data (experiments/search/sizing.py) that was given no
 --target_accuracy: airbench94 trained once by the search's own proxy, as a one-trial search of its
 own in OUTPUT_DIR/calibration (journaled like any search: a rerun reads its result back and
 trains nothing; one that failed, an error recorded as the trial's, is trained again by a rerun, as
@@ -16,7 +16,7 @@ target from its curve as the trial would have been (stopped at its hit), so a re
 like any result. A calibration made before it was timed so (its proxy has no `calibration`) resumes
 as it was made: its whole trial's seconds, and trial 0 trained again.
 
-Must not train anything itself: the trial runs through experiments/search.py like every other.
+Must not train anything itself: the trial runs through experiments/search/driver.py like every other.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from typing import Any, Collection
 
 from evolution import SearchAlgorithm, resume
 from evolution.objectives import CURVE_KEY
-from experiments import sizing
+from experiments.search import sizing
 from experiments.layout import CONFIG, JOURNAL
-from experiments.search import SearchHalted, on_result, run_search
-from experiments.search_config import SearchConfig, open_search
+from experiments.search.driver import SearchHalted, on_result, run_search
+from experiments.search.search_config import SearchConfig, open_search
 from core.proxy_config import ProxyConfig, plan_split
 from core.storage import exists, join, read_json
 

@@ -5,12 +5,12 @@ whether the lead is beyond noise, and what the search's pick changed against the
 The target is chosen on the validation split a promote holds out of the training split (never on
 the evaluation split, whose figures it then times): the highest of the promote's top-1 targets
 (--target_top1) that one of the contenders (each search's pick and the baselines:
-experiments/comparison.py) reached on it; with none given or none reached, the best baseline's final
+experiments/promote/comparison.py) reached on it; with none given or none reached, the best baseline's final
 validation top-1, so the sentence says whether a searched net gets to the best hand-designed net's
 accuracy sooner than it. A promote without a validation split (--validation_images=0, or made
 before it) falls back to the evaluation split's figures. Once the target is fixed, times are
 DAWNBench's, on the evaluation split: the end of the first evaluation at or over the target
-(experiments/targets.py). A search's pick that is a baseline's twin is that baseline: said so, never
+(experiments/promote/targets.py). A search's pick that is a baseline's twin is that baseline: said so, never
 raced against itself.
 
 The noise: a time to a target rests on one evaluation set. At the winner's time, the runner-up's
@@ -18,7 +18,7 @@ last evaluation so far is taken; when its Wilson 95% interval reaches the target
 may as well have been there already, and the lead is within noise. That evaluation comes before
 the runner-up's last (it reached the target later), and only the last keeps which images it got
 right (core/correct_images.py), so no paired test applies here: the accuracy verdict on the final
-evaluations (experiments/comparison.py) is where McNemar's test judges. Pure pandas over the
+evaluations (experiments/promote/comparison.py) is where McNemar's test judges. Pure pandas over the
 comparison and the models' evaluation histories: this module must not read files, train or import
 TensorFlow.
 """
@@ -29,10 +29,10 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from experiments import noise
-from experiments.comparison import choice_split, contenders, images, search_picks, twin_of
-from experiments.report_figures import duration
-from experiments.targets import column, first_at, parse_column
+from experiments.promote import noise
+from experiments.promote.comparison import choice_split, contenders, images, search_picks, twin_of
+from experiments.units import duration
+from experiments.promote.targets import column, first_at, parse_column
 
 History = list[dict[str, Any]]
 

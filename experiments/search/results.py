@@ -11,7 +11,7 @@ import os
 import pandas as pd
 
 from evolution import SearchAlgorithm
-from experiments import ranking
+from experiments.search import ranking
 from experiments.layout import BEST, CONFIG, RESULTS
 from core.storage import read_json, write_json, write_text
 
@@ -117,7 +117,7 @@ def write_results(algorithm: SearchAlgorithm, output_dir: str) -> None:
 
 
 def top_trials(table: pd.DataFrame, algorithm: SearchAlgorithm, k: int) -> pd.DataFrame:
-    """The k best rows of `table` as the search ranks its trials (experiments/ranking.py)."""
+    """The k best rows of `table` as the search ranks its trials (experiments/search/ranking.py)."""
     order = ranking.ranked(algorithm, k)
     return table.set_index("trial_id", drop=False).loc[order].reset_index(drop=True)
 
@@ -155,7 +155,7 @@ def top_table(algorithm: SearchAlgorithm, k: int = 5) -> str:
 def at_target(table: pd.DataFrame, algorithm: SearchAlgorithm, searched: tuple[float, float],
               accuracy: float) -> pd.DataFrame:
     """The successful trials of a --target_accuracy search (`searched`: its target accuracy and
-    seconds) scored again at `accuracy` from their target_curve (no training; experiments/ranking.py
+    seconds) scored again at `accuracy` from their target_curve (no training; experiments/search/ranking.py
     `rescored`), best first as the search ranks (ties: fewer parameters, then the earlier trial);
     reused repeats too, as their source. ValueError where they cannot be."""
     scores = ranking.rescored(algorithm, searched, accuracy)

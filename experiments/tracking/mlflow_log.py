@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from core.optional import require_module
 from evolution import SearchAlgorithm
-from experiments.hparams import model_record, trial_record
+from experiments.tracking.hparams import model_record, trial_record
 
 log = logging.getLogger(__name__)
 INSTALL = "pip install 'amoeba-nas[mlflow]' (or: pip install mlflow-skinny)"

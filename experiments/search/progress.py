@@ -16,7 +16,7 @@ from typing import Callable
 from ray.tune import Callback
 
 from evolution import SearchAlgorithm
-from experiments import ranking
+from experiments.search import ranking
 from experiments.layout import RESULT
 from core import storage
 from core.train_config import PROGRESS

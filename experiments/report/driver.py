@@ -5,7 +5,7 @@ What it shows: each search's progress (every trial's accuracy and the best so fa
 number and wall time; several searches, e.g. regularized evolution and random, on the same axes),
 accuracy against parameters, multiply-adds and latency with the Pareto front marked, the best genotypes'
 cells drawn by Graphviz, the comparison of promoted models and baselines with its verdict
-(experiments/comparison.py: each search's pick, never the best on the test split), and the
+(experiments/promote/comparison.py: each search's pick, never the best on the test split), and the
 settings of each run. Reads only the runs' own files (and the search dirs a promote names);
 must not train, search or talk to Ray.
 """
@@ -24,17 +24,17 @@ import numpy as np
 import pandas as pd
 
 from evolution import JournalError, resume
-from experiments import ranking
-from experiments.comparison import comparison_text, promote_verdict, rank_agreement, top5_trivial
-from experiments.headline import headline
+from experiments.search import ranking
+from experiments.promote.comparison import comparison_text, promote_verdict, rank_agreement, top5_trivial
+from experiments.promote.headline import headline
 from experiments.layout import CONFIG, JOURNAL, PLAN, RESULT
-from experiments.promote import read_comparison
-from experiments.promote_plan import best_distinct_trials
-from experiments.report_figures import (  # noqa: F401 - pareto_front: its public name here too
+from experiments.promote.driver import read_comparison
+from experiments.promote.promote_plan import best_distinct_trials
+from experiments.report.report_figures import (  # noqa: F401 - pareto_front: its public name here too
     cell_figure, duration, has_rungs, pareto_figure, pareto_front, progress_figure, seconds_since_start,
     time_figure)
-from experiments.results import results_table
-from experiments.targets import parse_column
+from experiments.search.results import results_table
+from experiments.promote.targets import parse_column
 
 TOP_GENOTYPES = 3  # cells drawn per search
 
@@ -49,13 +49,13 @@ class SearchRun:
     folder: str
     algorithm: str
     objective: str
-    table: pd.DataFrame  # experiments/results.py's results table
+    table: pd.DataFrame  # experiments/search/results.py's results table
     settings: dict[str, Any]
     picks: Callable[[list[int]], list[int | None]]  # the search's pick after each trial of an order
     genotypes: dict[int, Any] = field(default_factory=dict)  # trial id -> genotype, of the best trials
     score: str = ""  # the column the search ranked by: the objective, or "reward" with one
     mode: str = "max"  # the search's direction: max or min
-    best_id: int | None = None  # the best trial as the search ranks them (experiments/ranking.py)
+    best_id: int | None = None  # the best trial as the search ranks them (experiments/search/ranking.py)
 
     def __post_init__(self) -> None:
         self.score = self.score or self.objective
@@ -65,7 +65,7 @@ class SearchRun:
 class PromoteRun:
     name: str
     folder: str
-    table: pd.DataFrame  # experiments/promote.py's comparison
+    table: pd.DataFrame  # experiments/promote/driver.py's comparison
     settings: dict[str, Any]
     genotypes: dict[str, dict[str, Any]] = field(default_factory=dict)  # model name -> genotype JSON
     histories: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # model name -> its evaluations
@@ -352,7 +352,7 @@ def _promote_sections(promotes: list[PromoteRun], body: list[str], text: list[st
 def _cell_sections(searches: list[SearchRun], promotes: list[PromoteRun], body: list[str], text: list[str],
                    notes: list[str]) -> None:
     """Each search's best trials, and every best cell drawn once under all its names."""
-    from experiments.cell_graph import GraphvizMissing
+    from experiments.report.cell_graph import GraphvizMissing
     from searchspace import NasNetGenotype, genotype_from_json
 
     named = [(f"{r.name}: trial {tid}", g) for r in searches for tid, g in r.genotypes.items()]

@@ -11,9 +11,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from experiments.comparison import EXPORT_CHOICES
-from experiments.mlflow_log import check_mlflow
-from experiments.search_config import SearchConfig
+from experiments.promote.comparison import EXPORT_CHOICES
+from experiments.tracking.mlflow_log import check_mlflow
+from experiments.search.search_config import SearchConfig
 from experiments.settings import FREE, as_json
 from core import storage
 from core.export_formats import EXPORT_FORMAT_HELP, check_formats, check_precision

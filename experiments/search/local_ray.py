@@ -10,7 +10,7 @@ processes from their environment.
 A local Ray's processes (GCS, raylet, their helpers) are started each in a session of its own: a
 SIGTERM to the driver's whole process group (`timeout`, `kill -TERM -PGID`, a terminal's group)
 reaches the driver alone, which stops its trials and ends as Ctrl-C ends it
-(experiments/stop_signals.py); Ray blocks only SIGINT in them, and a SIGTERM ending them left the
+(experiments/search/stop_signals.py); Ray blocks only SIGINT in them, and a SIGTERM ending them left the
 driver waiting a minute for its GCS before Ray ended it. They still end with the driver (Ray's
 fate-sharing: the kernel kills them when it dies). A job scheduler that signals every process of
 the job (Slurm) still reaches them: `local_ray_gone` tells the driver, which then ends at once.

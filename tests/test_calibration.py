@@ -145,7 +145,7 @@ def test_the_calibrations_run_is_the_searchs_trial_0_scored_at_its_target_and_re
     first population's repeats reuse it; a resume replays it and seeds nothing again."""
     from evolution import resume
     from experiments.search import calibration
-    from experiments.search.search_config import open_search
+    from experiments.search.output_dir import open_search
 
     config, given = _sized_config(tmp_path)
     _calibrating(monkeypatch, CALIBRATED)
@@ -177,7 +177,7 @@ def test_the_calibrations_run_is_the_searchs_trial_0_scored_at_its_target_and_re
 
 def test_a_search_that_ended_between_asking_trial_0_and_its_result_is_seeded_on_resume(tmp_path, monkeypatch):
     from experiments.search import calibration
-    from experiments.search.search_config import open_search
+    from experiments.search.output_dir import open_search
 
     config, given = _sized_config(tmp_path)
     _calibrating(monkeypatch, CALIBRATED)
@@ -193,7 +193,7 @@ def test_a_search_that_ended_between_asking_trial_0_and_its_result_is_seeded_on_
 
 def test_trial_0_is_trained_when_the_calibration_cannot_stand_in_for_it(tmp_path, monkeypatch):
     from experiments.search import calibration
-    from experiments.search.search_config import open_search
+    from experiments.search.output_dir import open_search
 
     config, given = _sized_config(tmp_path, 1_000_000, 10, "--initial=resnet9")  # another first network
     _calibrating(monkeypatch, CALIBRATED)

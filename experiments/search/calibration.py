@@ -30,7 +30,8 @@ from evolution.objectives import CURVE_KEY
 from experiments.search import sizing
 from experiments.layout import CONFIG, JOURNAL
 from experiments.search.driver import SearchHalted, on_result, run_search
-from experiments.search.search_config import SearchConfig, open_search
+from experiments.search.output_dir import open_search
+from experiments.search.search_config import SearchConfig
 from core.proxy_config import ProxyConfig, plan_split
 from core.storage import exists, join, read_json
 

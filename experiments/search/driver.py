@@ -2,8 +2,8 @@
 
 The output dir holds the journal (the state), search_config.json, results.csv and
 best_genotype.json. Running again with the same output dir resumes from the journal. What a
-search is (SearchConfig, opening its dir) lives in experiments/search/search_config.py; this module runs
-it. It orchestrates only: no TensorFlow here (trials import it in their own worker processes).
+search is lives in experiments/search/search_config.py (SearchConfig) and output_dir.py (opening its
+dir); this module runs it. It orchestrates only: no TensorFlow here (trials import it in their own worker processes).
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from experiments.tracking.hparams import tune_without_tensorboard, write_search_
 from experiments.tracking.mlflow_log import log_search_trials
 from experiments.search.results import top_table, write_results
 from experiments.search.local_ray import local_ray_gone
-from experiments.search.search_config import SearchConfig, open_search, resume_differences
+from experiments.search.output_dir import open_search, resume_differences
+from experiments.search.search_config import SearchConfig
 from experiments.search.stop_signals import stop_on_interrupt
 from core import storage
 

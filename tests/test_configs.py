@@ -1,5 +1,5 @@
 """Every promote config in experiments/configs builds a valid promote and a valid training recipe for
-each of its baselines (the search configs: tests/test_search_config.py; airbench94's: test_airbench.py)."""
+each of its baselines (the search configs: tests/search/test_search_config.py; airbench94's: test_airbench.py)."""
 
 import os
 

@@ -11,7 +11,7 @@ import pytest
 
 from experiments.promote.driver import PromoteConfig
 from experiments.promote.promote_plan import model_config, open_plan
-from tests.test_promote import _config, _with_params
+from tests.promote.test_promote import _config, _with_params
 
 
 def _trained(tmp_path, **changes) -> tuple[PromoteConfig, pd.DataFrame]:

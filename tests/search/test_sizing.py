@@ -11,7 +11,7 @@ import pytest
 
 from experiments.search import sizing
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _flagfile(name: str) -> dict[str, str]:

@@ -91,8 +91,8 @@ def test_a_search_of_prepared_jpegs_through_ray_tune_with_rungs_then_resume(cifa
 def _each_trial_logged_once(tracking: str, out: str, first_accuracy: float, trials: int) -> None:
     """MLflow and TensorBoard's HParams hold each trial once, resumed or not, with its metrics (ours:
     Ray Tune's own TensorBoard logger, which would add one under OUTPUT_DIR/tune, is off)."""
-    from tests.test_hparams import hparams_sessions
-    from tests.test_mlflow import logged_runs
+    from tests.tracking.test_hparams import hparams_sessions
+    from tests.tracking.test_mlflow import logged_runs
 
     runs = logged_runs(tracking, os.path.basename(out))
     assert sorted(runs) == [f"trial_{i}" for i in range(trials)]

@@ -125,7 +125,7 @@ def test_a_multi_fidelity_search_spreads_over_a_cluster_and_survives_losing_a_no
 
 @pytest.mark.integration  # a Ray of its own, in a fresh process
 def test_a_local_ray_listens_on_loopback_only_starts_no_idle_workers_and_says_nothing_of_tokens():
-    script = ("import time, ray; from experiments.search.local_ray import init_ray; from tests.test_search_cluster import "
+    script = ("import time, ray; from experiments.search.local_ray import init_ray; from tests.search.test_search_cluster import "
               "listening_addresses, idle_workers; init_ray(None, num_cpus=1); time.sleep(3); "
               "print(idle_workers()); ray.get(ray.remote(lambda: 1).remote()); "
               "print(ray.nodes()[0]['NodeManagerAddress']); print(sorted(listening_addresses())); ray.shutdown()")

@@ -115,7 +115,7 @@ def test_the_toss_up_hint_names_target_top1_when_the_promote_had_none(target, hi
 
 def test_the_cost_aware_docs_say_the_verdict_judges_the_searchs_pick_against_each_baseline():
     """Review of issue 34, 6."""
-    docs = open(os.path.join(os.path.dirname(__file__), "..", "docs", "commands.md")).read()
+    docs = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "commands.md")).read()
     flat = " ".join(docs.split())
     assert "best searched cell with the best baseline" not in flat
     assert "the report's verdict compares the search's pick with each baseline" in flat

@@ -18,7 +18,7 @@ from experiments.promote.promote_plan import open_plan
 from experiments.report.driver import best_trials, build_report, load_run, pareto_front, search_summary
 from experiments.search.driver import SearchConfig
 from tests.conftest import amoeba_here as amoeba  # in this process: the browser is the process that matters
-from tests.test_verdict import PROMOTED, _verdict_table
+from tests.report.test_verdict import PROMOTED, _verdict_table
 
 def figure_count(page: str) -> int:
     return page.count("<figure data-figure=")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import functools
 import os
+import re
 import subprocess
 import sys
 
@@ -212,3 +213,21 @@ def test_importing_a_module_in_a_fresh_interpreter_loads_only_what_its_package_a
     wrong = {m: sorted(loaded & _not_imported(m, False))
              for m, loaded in _fresh_imports({m: [m] for m in failed}).items() if loaded & _not_imported(m, False)}
     assert wrong == {}
+
+
+def test_a_search_dir_names_no_module_of_ours_so_moving_one_keeps_old_dirs_resuming(tmp_path):
+    # a search dir holds settings, genotypes and results, never a module path (as a pickle would):
+    # a search made before experiments/ was in steps resumes as before
+    from experiments.search.driver import SearchConfig, open_search
+
+    config = SearchConfig(output_dir=str(tmp_path), max_trials=5, population_size=4, sample_size=2)
+    algorithm = open_search(config)
+    trial = algorithm.ask()
+    algorithm.close()
+    written = {p.name: p.read_text(encoding="utf-8") for p in tmp_path.iterdir() if p.is_file()}
+    assert {"journal.jsonl", "search_config.json"} <= set(written)
+    module = re.compile(rf"\b({'|'.join(PACKAGES)})\.[a-z_]+")
+    assert {name: module.findall(text) for name, text in written.items() if module.search(text)} == {}
+    resumed = open_search(config)
+    assert resumed.ask() == trial
+    resumed.close()

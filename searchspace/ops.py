@@ -1,7 +1,7 @@
 """The operations a cell may apply to a hidden state: one table, NASNET_OP_SPECS, name -> OpSpec.
 
 An entry says what the op is (its kind, kernel size and dilation), not how it is built: the
-trainer builds every op of a kind with the one builder its `OP_BUILDERS` table (trainer/nasnet.py)
+trainer builds every op of a kind with the one builder its `OP_BUILDERS` table (trainer/nasnet_ops.py)
 holds for that kind. So an op of a known kind is one entry here; a new kind is also one builder
 there (docs/extending-op.md). This module must not import TensorFlow.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class OpSpec:
-    """What an op computes. `kind` is the key of its builder in trainer/nasnet.py's OP_BUILDERS:
+    """What an op computes. `kind` is the key of its builder in trainer/nasnet_ops.py's OP_BUILDERS:
 
     - "identity": the input (a ReLU-1x1 conv-BN where the stride or width must change);
     - "conv": ReLU-conv(kernel x kernel)-BN;

@@ -10,7 +10,8 @@ One builder for the search proxy and for full training (tpu's `network_utils.Bas
 - Cells: h0 = ReLU-1x1-BN of the previous cell; h1 = the cell before that, reduced when its size
   (factorized reduction) or width (ReLU-1x1-BN) differs, raw when there is none. In reduction
   cells only ops reading h0/h1 are strided. conv_3x3 and conv_1x7_7x1 are bottlenecked (1/4 width).
-- Ops: searchspace.ops.NASNET_OP_SPECS gives each op's kind; OP_BUILDERS holds one builder per kind.
+- Ops: searchspace.ops.NASNET_OP_SPECS gives each op's kind; OP_BUILDERS (trainer/nasnet_ops.py)
+  holds one builder per kind.
 - ScheduledDropPath on every op but `none` (kind identity); `set_training_progress` moves its schedule.
 - Head: ReLU, global average pool, dropout, float32 Dense LOGITS; with `aux_head`, the model
   outputs [logits, aux_logits] (aux head after the normal cell before the second reduction).
@@ -28,14 +29,14 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable
 
 import keras
 import tensorflow as tf
 from keras import layers
 
 from searchspace.nasnet import Cell, NasNetGenotype
-from searchspace.ops import NASNET_OP_SPECS, OpSpec
+from searchspace.ops import NASNET_OP_SPECS
+from trainer.nasnet_ops import OP_BUILDERS, _conv_init  # OP_BUILDERS: the ops' table, kept importable here
 
 STEMS = ("cifar", "imagenet")
 IMAGENET_STEM_FILTERS = 32
@@ -163,11 +164,6 @@ def set_training_progress(model: keras.Model, fraction: float) -> None:
         variables = _PROGRESS_VARIABLES[model] = list(unique.values())
     for var in variables:
         var.assign(min(float(fraction), 1.0))
-
-
-def _conv_init() -> keras.initializers.Initializer:
-    """tpu's variance_scaling_initializer(mode='FAN_OUT'): He, truncated normal."""
-    return keras.initializers.VarianceScaling(2.0, "fan_out", "truncated_normal")
 
 
 class _Builder:
@@ -298,95 +294,6 @@ class _Builder:
         logits = layers.Dense(num_classes, dtype="float32", name="logits")(x)
         model_outputs = logits if aux_logits is None else [logits, aux_logits]
         return keras.Model(inputs, model_outputs, name="nasnet")
-
-
-# ---- op builders, one per kind of OpSpec: `filters` channels out, `strides` with "same" padding --
-
-
-def _identity(b: _Builder, spec: OpSpec, x, filters: int, strides: int, name: str):
-    """The input; ReLU-1x1-BN where the stride or the width must change."""
-    if strides > 1 or x.shape[-1] != filters:
-        x = b.relu_conv_bn(x, filters, 1, strides, name)
-    return x
-
-
-def _conv(b: _Builder, spec: OpSpec, x, filters: int, strides: int, name: str):
-    """ReLU-conv-BN."""
-    return b.relu_conv_bn(x, filters, spec.kernel, strides, name)
-
-
-def _pool(b: _Builder, spec: OpSpec, x, filters: int, strides: int, name: str):
-    """Average or max pooling; 1x1 conv-BN after it where the width changes."""
-    pool = layers.AveragePooling2D if spec.kind == "avg_pool" else layers.MaxPooling2D
-    in_filters = x.shape[-1]
-    x = pool(spec.kernel, strides=strides, padding="same", name=f"{name}_pool")(x)
-    if in_filters != filters:
-        x = b.bn(b.conv(x, filters, 1, 1, name), name)
-    return x
-
-
-def _separable(x, filters: int, spec: OpSpec, strides: int, name: str, dilation: int = 1):
-    return layers.SeparableConv2D(
-        filters, spec.kernel, strides=strides, dilation_rate=dilation, padding="same", depth_multiplier=1,
-        use_bias=False, depthwise_initializer=_conv_init(), pointwise_initializer=_conv_init(), name=name)(x)
-
-
-def _sep_conv(b: _Builder, spec: OpSpec, x, filters: int, strides: int, name: str):
-    """ReLU-SepConv-BN twice, the first strided."""
-    for i, s in enumerate((strides, 1)):
-        x = b.bn(_separable(b.relu(x, f"{name}_{i}"), filters, spec, s, f"{name}_{i}_sep"), f"{name}_{i}")
-    return x
-
-
-def _dil_sep_conv(b: _Builder, spec: OpSpec, x, filters: int, strides: int, name: str):
-    """ReLU-SepConv(dilated)-BN, subsampled afterwards for a stride (Keras cannot stride a dilated conv)."""
-    x = b.bn(_separable(b.relu(x, name), filters, spec, 1, f"{name}_sep", spec.dilation), name)
-    if strides > 1:
-        x = layers.AveragePooling2D(1, strides=strides, padding="same", name=f"{name}_subsample")(x)
-    return x
-
-
-def _bottlenecked(b: _Builder, x, filters: int, name: str, inner_op):
-    """ReLU-1x1(filters/4)-BN-ReLU-inner_op-BN-ReLU-1x1(filters)-BN; without the 1x1s if filters/4 < 1."""
-    bottleneck = filters // 4 >= 1
-    inner = filters // 4 if bottleneck else filters
-    if bottleneck:
-        x = b.relu_conv_bn(x, inner, 1, 1, f"{name}_pre")
-    x = b.bn(inner_op(b.relu(x, f"{name}_op"), inner), f"{name}_op")
-    if bottleneck:
-        x = b.relu_conv_bn(x, filters, 1, 1, f"{name}_post")
-    return x
-
-
-def _bottleneck_conv(b: _Builder, spec: OpSpec, x, filters: int, strides: int, name: str):
-    """A kernel x kernel conv, bottlenecked."""
-    k = spec.kernel
-    return _bottlenecked(b, x, filters, name, lambda x, inner: b.conv(x, inner, k, strides, f"{name}_{k}x{k}"))
-
-
-def _bottleneck_factorized_conv(b: _Builder, spec: OpSpec, x, filters: int, strides: int, name: str):
-    """1 x kernel conv-BN-ReLU then kernel x 1 conv (each strided along its long side), bottlenecked."""
-    k = spec.kernel
-
-    def factorized(x, inner: int):
-        x = b.conv(x, inner, (1, k), (1, strides), f"{name}_1x{k}")
-        x = b.relu(b.bn(x, f"{name}_1x{k}"), f"{name}_1x{k}")
-        return b.conv(x, inner, (k, 1), (strides, 1), f"{name}_{k}x1")
-
-    return _bottlenecked(b, x, filters, name, factorized)
-
-
-# One builder per op kind (nasbench's OP_MAP); searchspace.ops.NASNET_OP_SPECS names each op's kind.
-OP_BUILDERS: dict[str, Callable[..., Any]] = {
-    "identity": _identity,
-    "conv": _conv,
-    "avg_pool": _pool,
-    "max_pool": _pool,
-    "sep_conv": _sep_conv,
-    "dil_sep_conv": _dil_sep_conv,
-    "bottleneck_conv": _bottleneck_conv,
-    "bottleneck_factorized_conv": _bottleneck_factorized_conv,
-}
 
 
 def build_nasnet(genotype: NasNetGenotype, input_shape: tuple[int, ...], num_classes: int,

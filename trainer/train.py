@@ -8,49 +8,44 @@ evaluation every `steps_per_eval` steps (or `epochs_per_eval` epochs), each appe
 adds up over resumed runs), TensorBoard summaries in `model_dir/train` and `model_dir/eval`. An
 evaluation (and an export) uses the moving average of the weights when `ema_decay` keeps one, and
 averages the logits of the `eval_tta` views (trainer/evaluation.py); the final evaluation keeps
-which images it got right in `model_dir/eval_correct.json` (core/correct_images.py). This module
-must not parse flags or know about search.
+which images it got right in `model_dir/eval_correct.json` (core/correct_images.py). The scoring
+and the export are trainer/train_scoring.py's, the run's length and strategy trainer/train_plan.py's.
+This module must not parse flags or know about search.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
 import time
-from typing import Any, Sequence
+from typing import Any
 
 import keras
 import numpy as np
 import tensorflow as tf
 
 from core import storage
-from core.correct_images import write_correct
-from core.export_formats import check_precision
 from core.proxy_config import PRECISIONS
-from core.train_config import EVAL_HISTORY, PROGRESS, TrainConfig, config_from_saved
+from core.train_config import PROGRESS, TrainConfig, config_from_saved
 from trainer.batch_norm import set_batch_norm
-from trainer.evaluation import averaged_weights, per_image_correct, score, tta_logits
+from trainer.evaluation import per_image_correct, tta_logits
 from trainer.fast_recipe import Lookahead, ParameterGroups, freeze_step, per_example_loss
-from trainer.export import export_model
-from trainer.export_accuracy import exported_top1, with_top1
 from trainer.models import build_model, init_from_data, model_report, model_spec, split_outputs
 from trainer.nasnet import set_training_progress
 from trainer.progress_file import ProgressFile
-from trainer.records import eval_dataset, read_metadata, train_dataset, validation_dataset
+from trainer.records import read_metadata, train_dataset
 from trainer.schedules import WarmupDecay, make_optimizer
+from trainer.train_scoring import Scoring
 from trainer.train_plan import (check_checkpoint_state, make_strategy, next_multiple as _next_multiple,
                                 steps_per_eval, total_steps, trained_split)
-
-PARITY_IMAGES = 256  # evaluation images each exported file is checked on
 
 __all__ = ["TrainConfig", "Trainer", "load_trainer", "make_strategy", "steps_per_eval", "total_steps"]
 
 log = logging.getLogger(__name__)
 
 
-class Trainer:
-    """Builds the model, optimizer and checkpoint under the strategy; runs training and eval."""
+class Trainer(Scoring):
+    """Builds the model, optimizer and checkpoint under the strategy; runs training (evaluation and
+    export: Scoring, trainer/train_scoring.py)."""
 
     def __init__(self, config: TrainConfig) -> None:
         self.config = config
@@ -178,66 +173,6 @@ class Trainer:
 
     # --- the run -------------------------------------------------------------------------------
 
-    def averaged_weights(self) -> contextlib.AbstractContextManager:
-        """Inside, the model holds the moving average of its weights (with ema_decay; else as it is)."""
-        return averaged_weights(self.optimizer, self.model.trainable_variables)
-
-    def export(self, export_dir: str, formats: Sequence[str] = ("saved_model",)) -> dict[str, dict]:
-        """The model (its averaged weights with ema_decay) in `formats` for serving (trainer/export.py),
-        each checked against it on the first PARITY_IMAGES evaluation images, and each file's own top-1
-        on the whole evaluation split (one view: trainer/export_accuracy.py); their parity.json."""
-        check_precision(formats, self.config.precision)  # evaluate's model dir, or any caller
-        with self.averaged_weights():
-            checks = export_model(self.model, export_dir, self.config.image_size, self.info.labels,
-                                  self.config.center_crop, images=self.evaluation_images(PARITY_IMAGES),
-                                  formats=formats)
-        accuracies = exported_top1(export_dir, list(checks), self.config.data, self.config.image_size,
-                                   self.config.center_crop, self.label_offset, self.config.eval_batch_size)
-        return with_top1(export_dir, checks, {fmt: {**found, "eval_tta": self.config.eval_tta}
-                                              for fmt, found in accuracies.items()})
-
-    def evaluation_images(self, count: int) -> np.ndarray:
-        """The first `count` images of the evaluation split, preprocessed as evaluation does."""
-        data = eval_dataset(self.config.data, self.config.eval_batch_size, self.config.image_size,
-                            center_crop=self.config.center_crop).unbatch()
-        real = [image.numpy() for image, _, _ in data.filter(lambda image, label, weight: weight > 0).take(count)]
-        if not real:
-            raise ValueError(f"{self.config.data}: no evaluation images to check an export against")
-        return np.stack(real)
-
-    def evaluate(self, eval_batch=None) -> dict[str, float]:
-        """Loss, top-1 and top-5 on the evaluation split, with the averaged weights and eval_tta's views."""
-        with self.averaged_weights():
-            return self._evaluate(eval_batch)
-
-    def _eval_dataset(self):
-        if self._eval_data is None:  # built once, so --cache keeps the images
-            data = eval_dataset(self.config.data, self.config.eval_batch_size, self.config.image_size,
-                                label_offset=self.label_offset, cache=self.config.cache,
-                                center_crop=self.config.center_crop)
-            self._eval_data = self.strategy.experimental_distribute_dataset(data)
-        return self._eval_data
-
-    def _evaluate(self, eval_batch=None) -> dict[str, float]:
-        self._eval_dataset()
-        (loss, top1, top5, n), self.correct["eval"] = score(self._eval_data, eval_batch or self._compile()[1])
-        return {"step": int(self.optimizer.iterations), "loss": loss / n, "top1": top1 / n,
-                "top5": top5 / n, "num_examples": int(n)}
-
-    def validate(self, eval_batch=None) -> dict[str, float]:
-        """`val_loss`, `val_top1`, `val_top5` and `val_examples` on the validation images held out of the
-        training split (validation_images), as evaluate scores the evaluation split; {} without them."""
-        if not self.config.validation_images:
-            return {}
-        if self._validation_data is None:
-            data = validation_dataset(self.config.data, self.config.validation_images, self.config.eval_batch_size,
-                                      self.config.image_size, label_offset=self.label_offset,
-                                      cache=self.config.cache, center_crop=self.config.center_crop)
-            self._validation_data = self.strategy.experimental_distribute_dataset(data)
-        with self.averaged_weights():
-            (loss, top1, top5, n), self.correct["val"] = score(self._validation_data, eval_batch or self._compile()[1])
-        return {"val_loss": loss / n, "val_top1": top1 / n, "val_top5": top5 / n, "val_examples": int(n)}
-
     def restore(self) -> str | None:
         """Load the latest checkpoint of model_dir, if any; returns its path.
 
@@ -364,21 +299,6 @@ class Trainer:
             wall = float(self.wall_seconds.numpy())
             return int(self.optimizer.iterations) * self.config.train_batch_size / wall if wall else None
         return sum(n for n, _ in loops) / seconds
-
-    def _record_evaluation(self, result: dict[str, Any]) -> None:
-        result["wall_seconds"] = float(self.wall_seconds.numpy())
-        result["epoch"] = result["step"] * self.config.train_batch_size / self.info.num_train_images
-        storage.append_line(storage.join(self.config.model_dir, EVAL_HISTORY), json.dumps(result))
-
-    def _keep_correct(self, result: dict[str, Any]) -> None:
-        """At the final evaluation (only: none before costs a write), which images it got right."""
-        if result.get("step") == self.total_steps and "eval" in self.correct:
-            write_correct(self.config.model_dir, result["step"], self.correct)
-
-    def evaluations(self) -> list[dict[str, Any]]:
-        """The evaluations of model_dir so far, by step (a step evaluated twice: the last row)."""
-        rows = storage.read_lines_json(storage.join(self.config.model_dir, EVAL_HISTORY))
-        return sorted({row["step"]: row for row in rows}.values(), key=lambda row: row["step"])
 
 
 def load_trainer(model_dir: str, data: str | None = None) -> Trainer:

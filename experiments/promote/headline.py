@@ -79,9 +79,9 @@ def race_target(table: pd.DataFrame, pool: pd.DataFrame, histories: Mapping[str,
                 ) -> tuple[float | None, str]:
     """(the target, how it was chosen), on the validation split (comparison.choice_split): the highest
     --target_top1 a contender reached there, else the best baseline's final validation top-1 (None
-    without a finished baseline). Without a validation split: the evaluation split's, as before."""
+    without a finished baseline). Without a validation split: the evaluation split's, said so."""
     metric, _, said = choice_split(pool)
-    on = " on the validation split" if metric != "top1" else ""
+    on = " on the validation split" if metric != "top1" else " on the test split: no validation split was held out"
     given = sorted({p[2] for p in map(parse_column, table) if p and p[:2] == ("time", "top1") and p[2]},
                    reverse=True)
     for target in given:
@@ -91,8 +91,6 @@ def race_target(table: pd.DataFrame, pool: pd.DataFrame, histories: Mapping[str,
     if baselines.empty:
         return None, ""
     best = baselines.sort_values(metric, ascending=False).iloc[0]
-    if metric == "top1":
-        return float(best.top1), f"{best['name']}'s final top-1, the best baseline's"
     return float(best[metric]), f"{best['name']}'s final {said}, the best baseline's{on}"
 
 

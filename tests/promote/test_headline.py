@@ -31,7 +31,7 @@ def _race(pick_evals: list[tuple[float, float]], base_evals: list[tuple[float, f
 
 @pytest.mark.parametrize("base_evals, said", [
     ([(1300, 0.875), (1800, 0.905)],  # a win: airbench94 far below the target when the pick got there
-     "First to top-1 0.9 (the highest target any model reached): the search's pick (s-trial11), in 23.3 min, "
+     "First to top-1 0.9 (the highest target any model reached on the test split: no validation split was held out): the search's pick (s-trial11), in 23.3 min, "
      "0.78x the time of airbench94 (30.0 min), a lead beyond noise (airbench94 was at top-1 0.8750 [0.8684, "
      "0.8813] on 10,000 images by then); against airbench94, the search's pick changed the activation gelu -> relu."),
     ([(1300, 0.897), (1800, 0.905)],  # a tie: airbench94's interval then already reaches 0.9
@@ -41,7 +41,7 @@ def _race(pick_evals: list[tuple[float, float]], base_evals: list[tuple[float, f
      "0.97x the time of airbench94 (24.2 min), a lead within noise (under 10% of the time: one machine's pace "
      "moves by that much between runs of the same net); against"),
     ([(1100, 0.902), (1800, 0.905)],  # a loss: airbench94 first
-     "First to top-1 0.9 (the highest target any model reached): airbench94, in 18.3 min, 0.79x the time of "
+     "First to top-1 0.9 (the highest target any model reached on the test split: no validation split was held out): airbench94, in 18.3 min, 0.79x the time of "
      "the search's pick (s-trial11, 23.3 min), a lead beyond noise (s-trial11 was at top-1 0.8700"),
 ])
 def test_the_headline_says_who_was_first_by_how_much_and_whether_beyond_noise(base_evals, said):
@@ -56,8 +56,8 @@ def test_with_no_target_reached_the_race_is_to_the_best_baselines_final_accuracy
 
     table, histories = _race([(1000, 0.87), (1400, 0.906)], [(1300, 0.875), (1800, 0.905)], targets=(0.94,))
     said = headline(table, histories, {"s-trial11": RELU.to_json()})
-    assert said.startswith("First to top-1 0.905 (airbench94's final top-1, the best baseline's): the search's "
-                           "pick (s-trial11), in 23.3 min, 0.78x the time of airbench94 (30.0 min)")
+    assert said.startswith("First to top-1 0.905 (airbench94's final top-1, the best baseline's on the test split: "
+                           "no validation split was held out): the search's pick (s-trial11), in 23.3 min, 0.78x the time of airbench94 (30.0 min)")
 
 
 def test_a_pick_that_never_got_there_and_a_pick_that_is_the_seed_are_said_so():
@@ -65,7 +65,7 @@ def test_a_pick_that_never_got_there_and_a_pick_that_is_the_seed_are_said_so():
 
     table, histories = _race([(1000, 0.85), (1400, 0.89)], [(1300, 0.875), (1800, 0.905)])
     said = headline(table, histories, {}, seeds={"s-trial11": "the seed you gave (airbench94, trial 0)"})
-    assert said == ("First to top-1 0.9 (the highest target any model reached): airbench94, in 30.0 min, the only "
+    assert said == ("First to top-1 0.9 (the highest target any model reached on the test split: no validation split was held out): airbench94, in 30.0 min, the only "
                     "one to reach it (the next most accurate, s-trial11, ended at top-1 0.8900 [0.8837, 0.8960] on "
                     "10,000 images); the search's pick is the seed you gave (airbench94, trial 0).")
     table, _ = _race([(1000, 0.87), (1400, 0.901)], [(1300, 0.875), (1800, 0.905)])
@@ -116,7 +116,7 @@ def test_a_pick_that_is_a_baselines_twin_is_that_baseline_and_never_races_itself
     said = headline(table, histories, {"s-trial11": AIRBENCH94.to_json()},
                     seeds={"s-trial11": "the seed you gave (airbench94, trial 0)"})
     assert "1.00x" not in said and "the time of the search's pick" not in said
-    assert said.startswith("First to top-1 0.9 (the highest target any model reached): airbench94, in 30.0 min, "
+    assert said.startswith("First to top-1 0.9 (the highest target any model reached on the test split: no validation split was held out): airbench94, in 30.0 min, "
                            "0.72x the time of resnet9@0.25 (41.7 min)")
     assert said.endswith("the search's pick (s-trial11), the seed you gave (airbench94, trial 0), is airbench94 "
                          "itself: the same network, trained once under that name, so it races only the other "

@@ -76,7 +76,7 @@ def test_report_tables_and_figures(runs):
     loaded = [load_run(folder) for folder in runs]
     page, text = build_report(loaded)
     assert "regularized_evolution" in text and "random" in text and "resnet20" in text
-    opening = ("promote: First to top-1 0.45 (the highest target any model reached): the search's pick (re-trial")
+    opening = ("promote: First to top-1 0.45 (the highest target any model reached on the test split: no validation split was held out): the search's pick (re-trial")
     assert text.startswith(opening) and text.split("\n")[0].endswith(
         "1.0 min, 0.50x the time of resnet20 (2.0 min), a lead beyond noise (resnet20 had not finished an "
         "evaluation by then).")  # the report opens with the race; cells and ResNet-20: no change named

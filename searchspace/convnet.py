@@ -163,7 +163,7 @@ def _stage_change(space: "ConvNetSpace", g: ConvNetGenotype, rng: random.Random,
     i = rng.randrange(len(g.stages))
     stage = g.stages[i]
     if what == "width":
-        new = replace(stage, width=_step(space.stage_widths, stage.width, rng))
+        new = replace(stage, width=_step(space.stage_options(i), stage.width, rng))
     elif what == "convs":
         new = replace(stage, convs=_step(tuple(range(space.max_convs + 1)), stage.convs, rng))
     else:
@@ -175,7 +175,7 @@ def _stage_change(space: "ConvNetSpace", g: ConvNetGenotype, rng: random.Random,
 def _stages(space: "ConvNetSpace", g: ConvNetGenotype, rng: random.Random) -> tuple[ConvNetGenotype, str]:
     """One stage more (drawn as sampling draws one) or fewer (the last)."""
     new = _step(space.stage_counts, len(g.stages), rng)
-    stages = g.stages[:new] + tuple(space.sample_stage(rng) for _ in range(new - len(g.stages)))
+    stages = g.stages[:new] + tuple(space.sample_stage(rng, i) for i in range(len(g.stages), new))
     return replace(g, stages=stages), f"stages {len(g.stages)} -> {new}"
 
 
@@ -228,6 +228,7 @@ class ConvNetSpace:
     stage_widths: tuple[int, ...] = STAGE_WIDTHS
     stage_counts: tuple[int, ...] = STAGE_COUNTS
     max_convs: int = MAX_CONVS
+    max_stage_widths: tuple[int, ...] = ()  # stage i's widths at most max_stage_widths[i] (a supernet's)
     identity_prob: float = 0.05
     mutations: tuple[str, ...] = tuple(MUTATIONS)
     name: str = field(default=SPACE_NAME, init=False)
@@ -248,6 +249,11 @@ class ConvNetSpace:
             if list(values) != sorted(values):
                 raise ValueError(f"{name}: increasing, got {list(values)}")
         _whole(self.max_convs, "max_convs", 0)
+        object.__setattr__(self, "max_stage_widths", tuple(self.max_stage_widths))
+        if self.max_stage_widths and (len(self.max_stage_widths) < max(self.stage_counts) or any(
+                _whole(w, "max_stage_widths", 1) < self.stage_widths[0] for w in self.max_stage_widths)):
+            raise ValueError(f"max_stage_widths: one a stage ({max(self.stage_counts)}), each at least the least "
+                             f"stage width {self.stage_widths[0]}, got {list(self.max_stage_widths)}")
         object.__setattr__(self, "mutations", check_mutations(self.mutations, MUTATIONS))
         if not any(self.applies(m) for m in self.mutations):
             raise ValueError(f"mutations: none of {list(self.mutations)} can change a network of this space "
@@ -258,7 +264,8 @@ class ConvNetSpace:
 
     def to_config(self) -> dict[str, Any]:
         return {"name": self.name, **{k: list(v) if isinstance(v, tuple) else v
-                                      for k, v in self.__dict__.items() if k not in ("name", "mutations")},
+                                      for k, v in self.__dict__.items() if k not in ("name", "mutations")
+                                      and (k != "max_stage_widths" or v)},  # a journal before it: none
                 **mutations_config(self.mutations, tuple(MUTATIONS))}
 
     @classmethod
@@ -271,16 +278,26 @@ class ConvNetSpace:
         if len(genotype.stages) > max(self.stage_counts):
             raise ValueError(f"convnet, stages: {len(genotype.stages)}, more than this space's images take "
                              f"({max(self.stage_counts)})")
+        for i, stage in enumerate(genotype.stages):
+            if self.max_stage_widths and stage.width > self.max_stage_widths[i]:
+                raise ValueError(f"convnet, stage {i} width: {stage.width}, over this space's "
+                                 f"{self.max_stage_widths[i]} (its supernet's)")
         return genotype
 
-    def sample_stage(self, rng: random.Random) -> Stage:
-        return Stage(rng.choice(self.stage_widths), rng.randint(0, self.max_convs), rng.choice(RESIDUALS))
+    def stage_options(self, index: int) -> tuple[int, ...]:
+        """The widths stage `index` may have: stage_widths, up to max_stage_widths[index] when given."""
+        if not self.max_stage_widths:
+            return self.stage_widths
+        return tuple(w for w in self.stage_widths if w <= self.max_stage_widths[index])
+
+    def sample_stage(self, rng: random.Random, index: int = 0) -> Stage:
+        return Stage(rng.choice(self.stage_options(index)), rng.randint(0, self.max_convs), rng.choice(RESIDUALS))
 
     def sample(self, rng: random.Random) -> ConvNetGenotype:
         stem = rng.choice(self.stems)
         stem_width = rng.choice(self.stem_widths) if stem == "conv3x3" else 0
         return ConvNetGenotype(stem, stem_width, rng.choice(self.activations),
-                               tuple(self.sample_stage(rng) for _ in range(rng.choice(self.stage_counts))),
+                               tuple(self.sample_stage(rng, i) for i in range(rng.choice(self.stage_counts))),
                                rng.choice(self.pool_orders), rng.choice(self.bn_scales), rng.choice(self.head_pools),
                                rng.choice(self.head_divisors))
 

@@ -109,6 +109,9 @@ def run_search(config: SearchConfig, algorithm: SearchAlgorithm, trainable: Any 
         ray_gone=local_ray_gone if started_ray and not config.ray_address else None,
         last_words=lambda: interrupted_message(algorithm)))
     try:
+        if config.evaluator == "supernet":  # trained once, before the first trial (experiments/search/supernet.py)
+            from experiments.search.supernet import ensure_supernet
+            ensure_supernet(config, algorithm.space)
         _run_tuners(config, algorithm, breaker, lambda: breaker.tripped or interrupted.is_set(), trainable,
                     make_trainable)
     finally:
@@ -169,6 +172,7 @@ def _run_tuners(config: SearchConfig, algorithm: SearchAlgorithm, breaker: Circu
 
     from evolution.tune_searcher import EvolutionSearcher, checkpoint_dir
     from experiments.search.progress import ProgressCallback
+    from experiments.search.supernet import supernet_dir
     from experiments.search.trial import FailureNotes, run_trial
 
     resources, concurrent = trial_resources(config, ray.cluster_resources())
@@ -190,7 +194,8 @@ def _run_tuners(config: SearchConfig, algorithm: SearchAlgorithm, breaker: Circu
         trainable = tune.with_parameters(
             run_trial, proxy={**config.proxy.to_dict(), "threads": max(1, int(resources["CPU"])),
                               "tpu": "local" if config.tpus_per_trial else None},
-            space=algorithm.space.to_config(), notes=notes, objectives=[g.metric for g in algorithm.goals])
+            space=algorithm.space.to_config(), notes=notes, objectives=[g.metric for g in algorithm.goals],
+            supernet=supernet_dir(config.output_dir) if config.evaluator == "supernet" else None)
     checkpoint_root = os.path.abspath(os.path.join(config.output_dir, CHECKPOINTS))  # each trial's state dir
     progress = ProgressCallback(algorithm, config.max_trials, every_s=config.progress_every_s,
                                 trial_dir=lambda trial_id: checkpoint_dir(checkpoint_root, trial_id))

@@ -22,6 +22,7 @@ from evolution.repeats import REPEATS
 from evolution.rungs import RUNG_RULES, Rungs
 from experiments.settings import FREE, JOURNAL as BY_JOURNAL
 from searchspace import NasNetMacroSpace, SearchSpace, convnet_space, space_from_config
+from searchspace.supernet import supernet_space
 from core.proxy_config import PRECISIONS, PROXY_DATASETS, PROXY_RENAMED, ProxyConfig
 
 SEARCH_RUNG_RULES = tuple(name for name, rule in RUNG_RULES.items() if not rule.pauses)  # a paused trial: not via Tune
@@ -126,6 +127,12 @@ class SearchConfig:
     objectives: tuple[str, ...] = _algo((), "With --algorithm=pareto_evolution: MEASURE:max|min goals (default "
                                             "val_accuracy:max,latency_ms:min); measures: "
                                             + ", ".join(sorted(MEASURES)) + ".")
+    evaluator: str = _algo("train", "How a candidate is scored: train (from scratch, on the proxy task) or supernet "
+                                    "(a subnet of one weight-sharing supernet trained first, with --space=convnet: "
+                                    "inherited weights, BN recalibrated, in seconds; searchspace/supernet.py says what "
+                                    "it shares).", choices=("train", "supernet"))
+    supernet_sandwich: int = _algo(4, "With --evaluator=supernet: subnets a training step of the supernet (the "
+                                      "largest, the smallest and the rest random; BigNAS: 4).")
     max_params: int = _algo(0, "A child with more trainable parameters is rejected before it is trained and another "
                                "proposed (0: no limit).", api=False)
     max_multiply_adds: int = _algo(0, "A child with more multiply-adds per image is rejected before it is trained "
@@ -229,12 +236,31 @@ class SearchConfig:
             if recipe:
                 raise ValueError(f"{', '.join(recipe)}: TPU trials train the proxy's plain recipe through Keras's "
                                  "fit (SGD with Nesterov momentum, warm-up and cosine) and none of the fast one yet")
+        if self.evaluator == "supernet":
+            self._check_supernet()
         if proxy.whiten_bias_epochs and self.proxy_space != "convnet" and not self.trainable:
             raise ValueError("whiten_bias_epochs: only the convnet space's nets have a whitening stem "
                              "(--space=convnet)")
         if proxy.train_seconds and proxy.timeout_s and proxy.train_seconds >= 0.8 * proxy.timeout_s:
             raise ValueError(f"train_seconds: {proxy.train_seconds:g} s leaves no room under the trial timeout "
                              f"of {proxy.timeout_s:g} s (--trial_timeout_s); raise it or train shorter")
+
+    def _check_supernet(self) -> None:
+        """What a supernet's subnets are scored without: training of their own."""
+        if self.evaluator not in ("train", "supernet"):
+            raise ValueError(f"evaluator: train or supernet, got {self.evaluator!r}")
+        proxy = self.proxy
+        if self.proxy_space != "convnet" or self.space or self.trainable:
+            raise ValueError("evaluator supernet: the convnet space's (--space=convnet) supernet only")
+        trains = [name for name, on in (("rungs", self.rungs), ("train_seconds", proxy.train_seconds),
+                                        ("target_accuracy", proxy.target_accuracy), ("tpu", proxy.tpu or
+                                                                                     self.tpus_per_trial)) if on]
+        if trains:
+            raise ValueError(f"{', '.join(trains)}: a candidate's own training; --evaluator=supernet scores "
+                             "subnets of one trained supernet instead")
+        if self.supernet_sandwich < 2:
+            raise ValueError(f"supernet_sandwich: at least 2 (the largest and the smallest), got "
+                             f"{self.supernet_sandwich}")
 
     def limits(self) -> Limits:
         return Limits({m: getattr(self, f"max_{m}") for m in LIMITED if getattr(self, f"max_{m}")},
@@ -280,9 +306,16 @@ class SearchConfig:
         if self.proxy_space == "convnet":
             if self.ops:
                 raise ValueError("ops: the ops of cells; the convnet space has none (its convs are 3x3)")
-            return convnet_space(self.proxy.input_size, self.mutations)
+            space = convnet_space(self.proxy.input_size, self.mutations)
+            return supernet_space(self.supernet_seed(space), space) if self.evaluator == "supernet" else space
         mutations = {"mutations": list(self.mutations)} if self.mutations else {}
         return space_from_config({"name": "nasnet", "num_blocks": self.num_blocks, **ops, **mutations})
+
+    def supernet_seed(self, space: Any) -> Any:
+        """The net whose frame and widths the supernet takes: the first --initial, else airbench94."""
+        from searchspace.convnet import AIRBENCH94
+
+        return genotype_of(space, self.initial[0], "initial[0]") if self.initial else AIRBENCH94
 
     def new_algorithm(self, journal_path: str | None = None, journal_lock: JournalLock | None = None
                       ) -> SearchAlgorithm:

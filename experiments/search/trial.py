@@ -154,9 +154,10 @@ def trial_report(metrics: dict[str, Any], objectives: Sequence[str] = ("val_accu
 
 
 def run_trial(config: dict[str, Any], proxy: dict[str, Any], space: dict[str, Any], notes: Any = None,
-              objectives: Sequence[str] = ("val_accuracy",)) -> None:
-    """Train the candidate in `config` and report its metrics, or an `error` for a failed one.
-    `objectives`: the search's objective first (the Tune searcher's metric), then any other goals."""
+              objectives: Sequence[str] = ("val_accuracy",), supernet: str | None = None) -> None:
+    """Train the candidate in `config` (or score it as a subnet of the trained `supernet` dir) and
+    report its metrics, or an `error` for a failed one. `objectives`: the search's objective first
+    (the Tune searcher's metric), then any other goals."""
     global _trials_in_this_worker
     _trials_in_this_worker += 1
     t_start = time.perf_counter()
@@ -183,7 +184,9 @@ def run_trial(config: dict[str, Any], proxy: dict[str, Any], space: dict[str, An
     if config.get("rungs"):
         rungs = RungPlan(config["rungs"], report, config.get("start_rung", 0), config.get("checkpoint_dir"))
     metrics: dict[str, Any] = {}
-    if not error:
+    if not error and supernet:
+        metrics, error = _score_subnet(genotype, config, proxy_config, space, supernet)
+    elif not error:
         metrics, error = _train_watched(genotype, config, proxy_config, space.get("name", "nasnet"), rungs, notes)
         if rungs is not None and "rung" in metrics:
             return  # every rung reported; the last one ended the trial (else: measured, untrained)
@@ -236,6 +239,20 @@ def _train_watched(genotype: Any, config: dict[str, Any], proxy: Any, space: str
     finally:
         if done is not None:
             done.set()
+
+
+def _score_subnet(genotype: Any, config: dict[str, Any], proxy: Any, space: dict[str, Any], supernet: str
+                  ) -> tuple[dict[str, Any], str]:
+    """The candidate scored as a subnet of the trained supernet: (its metrics, "") or ({}, why not)."""
+    from searchspace import space_from_config
+    from trainer.proxy_data import load_proxy_data
+    from trainer.subnet_score import scorer
+
+    try:
+        found = scorer(space_from_config(space), proxy, load_proxy_data(proxy), supernet)
+        return found.score(genotype, (config.get("limits") or {}).get("latency_ms", 0.0)), ""
+    except Exception as err:  # noqa: BLE001 - any error fails this candidate, not the search
+        return {}, describe_error(err)
 
 
 @ray.remote(num_cpus=0)

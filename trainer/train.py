@@ -201,6 +201,14 @@ class Trainer(Scoring):
         self._restored = latest
         return latest
 
+    def write_config(self) -> None:
+        """train_config.json and labels.txt in the model dir: what `amoeba evaluate` and a resumed run read."""
+        config = self.config
+        storage.write_json(storage.join(config.model_dir, "train_config.json"),
+                           {**config.to_json(), "total_steps": self.total_steps,
+                            "labels": list(self.info.labels), **model_report(self.model)})
+        storage.write_text(storage.join(config.model_dir, "labels.txt"), "\n".join(self.info.labels) + "\n")
+
     def train(self) -> dict[str, Any]:
         """Train to `total_steps` (resuming from the latest checkpoint); return the last eval."""
         config = self.config
@@ -210,10 +218,7 @@ class Trainer(Scoring):
         latest = self.restore()
         if latest:
             print(f"resuming from {latest} at step {int(self.optimizer.iterations)}", flush=True)
-        storage.write_json(storage.join(config.model_dir, "train_config.json"),
-                           {**config.to_json(), "total_steps": self.total_steps,
-                            "labels": list(self.info.labels), **model_report(self.model)})
-        storage.write_text(storage.join(config.model_dir, "labels.txt"), "\n".join(self.info.labels) + "\n")
+        self.write_config()
         train_loop, eval_batch = self._compile()
         eval_batch.get_concrete_function(self._eval_dataset().element_spec)  # traced off the clock, as the search's
         step = int(self.optimizer.iterations)

@@ -80,7 +80,7 @@ def main(args: list[str]) -> None:
         raise app.UsageError("search needs --output_dir")
     try:
         config = config_from_flags(FLAGS, SETTINGS)
-        calibrated = sized_to_data(FLAGS) and not config.proxy.target_accuracy
+        calibrated = sized_to_data(FLAGS) and not config.proxy.target_accuracy and config.evaluator == "train"
         if calibrated:
             from experiments.search.calibration import calibrate, seed_first_trial
 

@@ -1,0 +1,100 @@
+"""`amoeba inherit` (experiments/commands/inherit.py, trainer/subnet_model_dir.py): a supernet search's
+subnet as an `amoeba train` model dir with its inherited weights, on a tiny supernet search of the
+prepared cifar10-mini JPEGs at 16 pixels (its supernet trained one epoch of 128 images, its trials
+told made-up scores)."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from core.proxy_config import ProxyConfig
+from searchspace.convnet import ConvNetGenotype, Stage
+from tests.conftest import amoeba_here
+
+SEED = ConvNetGenotype("whiten2x2", 0, "relu", (Stage(24, 1), Stage(32, 0)), "conv_pool_bn", head_divisor=9)
+
+
+@pytest.fixture(scope="module")
+def search(cifar_mini, tmp_path_factory):
+    """A finished supernet search: trial 0 the seed, 1 the best, 2 failed; its trained supernet."""
+    from experiments.search.output_dir import open_search
+    from experiments.search.search_config import SearchConfig
+    from experiments.search.supernet import supernet_dir
+    from trainer.proxy_data import load_proxy_data
+    from trainer.supernet_training import train_supernet
+
+    out = str(tmp_path_factory.mktemp("supernet_search"))
+    proxy = ProxyConfig(dataset="prepared", data=cifar_mini[1], image_size=16, validation_images=64,
+                        train_images=128, epochs=1, train_batch_size=32, learning_rate=0.05, label_smoothing=0.2,
+                        lookahead_every=2, bn_lr_factor=4.0, whiten_bias_epochs=1, weight_decay=1e-3)
+    config = SearchConfig(output_dir=out, proxy_space="convnet", evaluator="supernet", initial=(SEED.to_json(),),
+                          proxy=proxy, max_trials=3, population_size=3, sample_size=2)
+    algorithm = open_search(config)
+    trials = [algorithm.ask() for _ in range(3)]
+    train_supernet(algorithm.space, proxy, load_proxy_data(proxy), supernet_dir(out))
+    algorithm.tell(trials[0].trial_id, {"val_accuracy": 0.3, "validation_images": 64})
+    algorithm.tell(trials[1].trial_id, {"val_accuracy": 0.6, "validation_images": 64})
+    algorithm.tell(trials[2].trial_id, error="out of memory")
+    algorithm.close()
+    return out, algorithm.space, proxy, [t.genotype for t in trials]
+
+
+def test_the_best_subnet_leaves_with_its_inherited_weights_for_evaluate_and_a_fine_tuning_train(search, tmp_path):
+    from experiments.search.supernet import supernet_dir
+    from trainer.proxy_data import load_proxy_data
+    from trainer.subnet_score import SubnetScorer
+    from trainer.train import load_trainer
+
+    out, space, proxy, genotypes = search
+    model_dir = str(tmp_path / "subnet")
+    result = amoeba_here("inherit", f"--search_dir={out}", f"--model_dir={model_dir}", "--epochs=0.1")
+    assert f"wrote {model_dir}: trial 1 of {out} ({genotypes[1].key()}" in result.stdout
+    assert "val_accuracy 0.6000 inherited" in result.stdout and f"--flagfile={model_dir}/train.cfg" in result.stdout
+    inherited = json.load(open(os.path.join(model_dir, "inherited.json")))
+    assert inherited["trial_id"] == 1 and inherited["key"] == genotypes[1].key() and inherited["recal_images"] == 128
+
+    trainer = load_trainer(model_dir)  # as amoeba evaluate loads it
+    config = trainer.config
+    assert (config.model, config.genotype, config.image_size, config.num_epochs) == ("convnet", genotypes[1], 16, 0.1)
+    assert config.validation_images == 200 and config.train_batch_size == 64  # promote's for 1,000 images
+    assert int(trainer.optimizer.iterations) == 0
+    scorer = SubnetScorer(space, proxy, load_proxy_data(proxy), supernet_dir(out))
+    subnet = scorer.subnet(genotypes[1])
+    images = scorer.recal_images[0][:32]
+    np.testing.assert_allclose(trainer.model(images, training=False).numpy(), subnet(images, training=False).numpy(),
+                               rtol=1e-4, atol=1e-5)
+    assert not np.allclose(trainer.model.get_layer("stage1_bn").moving_variance.numpy(), 1.0)  # recalibrated
+    average = trainer.lookahead.average[0].numpy()  # the lookahead starts from the inherited weights too
+    np.testing.assert_array_equal(average, trainer.lookahead.weights[0].numpy())
+
+    with pytest.raises(ValueError, match="already holds a checkpoint"):
+        _write(out, None, model_dir)
+    tuned = amoeba_here("train", f"--flagfile={model_dir}/train.cfg")
+    assert "resuming from" in tuned.stdout and "at step 0" in tuned.stdout and "final eval: top1" in tuned.stdout
+    assert load_trainer(model_dir).config == config  # the flagfile's recipe is the one written
+
+
+def test_a_trial_that_did_not_end_ok_or_a_search_without_a_supernet_is_refused(search, tmp_path):
+    out, *_ = search
+    with pytest.raises(ValueError, match="trial 2 ended failed \\(out of memory\\)"):
+        _write(out, 2, str(tmp_path / "failed"))
+    with pytest.raises(ValueError, match="no trial 7"):
+        _write(out, 7, str(tmp_path / "unknown"))
+    trained = tmp_path / "trained_search"
+    trained.mkdir()
+    shutil.copy(os.path.join(out, "journal.jsonl"), trained)
+    settings = json.load(open(os.path.join(out, "search_config.json")))
+    (trained / "search_config.json").write_text(json.dumps({**settings, "evaluator": "train"}))
+    with pytest.raises(ValueError, match=f"{trained}: not a supernet search"):
+        _write(str(trained), 0, str(tmp_path / "other"))
+    result = amoeba_here("inherit", f"--search_dir={tmp_path}", f"--model_dir={tmp_path / 'm'}", check=False)
+    assert result.returncode == 1 and "give the output dir of an `amoeba search --evaluator=supernet`" in result.stderr
+    assert not os.path.exists(tmp_path / "failed") and not os.path.exists(tmp_path / "m")
+
+
+def _write(search_dir, trial_id, model_dir):
+    from experiments.commands.inherit import write_subnet_model_dir
+    return write_subnet_model_dir(search_dir, trial_id, model_dir, 1.0)

@@ -59,7 +59,7 @@ def audit_nets(scored: list[dict], seed_key: str, count: int) -> list[str]:
     return picks + rest[:count - len(picks)]
 
 
-def main() -> None:
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--data", required=True)
     parser.add_argument("--out", required=True)
@@ -69,14 +69,62 @@ def main() -> None:
     parser.add_argument("--audit", type=int, default=12)
     parser.add_argument("--image_size", type=int, default=32)
     parser.add_argument("--epochs", type=int, default=0, help="0: the sized search's rule")
-    args = parser.parse_args()
+    return parser.parse_args()
 
+
+def score_candidates(log: str, space, proxy, data, seed, count: int) -> None:
+    """The seed and random subnets scored from the trained supernet, each appended to the log."""
+    from trainer.subnet_score import scorer
+
+    found, rng = scorer(space, proxy, data, os.path.join(os.path.dirname(log), "supernet")), random.Random(1)
+    for net in dict.fromkeys([seed] + [space.sample(rng) for _ in range(count - 1)]):
+        metrics = found.score(net)
+        append(log, {"kind": "scored", "key": net.key(), "genotype": net.to_json(),
+                     **{k: metrics[k] for k in ("val_accuracy", "latency_ms", "params", "multiply_adds",
+                                                "score_seconds", "latency_seconds")}})
+
+
+def train_alone(log: str, space, proxy, keys: list[str], scored: list[dict]) -> None:
+    """Each net of `keys` trained alone by the proxy trainer (those the log has are skipped)."""
+    from trainer.candidate import train_candidate
+
+    for key in keys:
+        if ("alone", key) in {(r["kind"], r.get("key")) for r in rows(log)}:
+            continue
+        genotype = space.genotype_from_json(next(r["genotype"] for r in scored if r["key"] == key))
+        metrics = train_candidate(genotype, proxy, space="convnet")
+        append(log, {"kind": "alone", "key": key, **{k: metrics.get(k) for k in (
+            "val_accuracy", "train_seconds", "images_per_sec", "latency_ms")}})
+
+
+def summary(log: str, supernet: dict, seed_key: str) -> dict:
     from scipy.stats import kendalltau
 
+    scored = [r for r in rows(log) if r["kind"] == "scored"]
+    alone = {r["key"]: r for r in rows(log) if r["kind"] == "alone"}
+    inherited = {r["key"]: r["val_accuracy"] for r in scored}
+    keys = sorted(alone)
+    tau, p = kendalltau([inherited[k] for k in keys], [alone[k]["val_accuracy"] for k in keys])
+    score_s = statistics.mean(r["score_seconds"] for r in scored)
+    seed_alone = alone[seed_key]["train_seconds"]
+    return {"cpu": "avx512" if "avx512bw" in open("/proc/cpuinfo").read() else "avx2",
+            "train_images": supernet["train_images"], "epochs": supernet["epochs"], "seed": seed_key,
+            "supernet_seconds": round(supernet["train_seconds"], 1), "seed_alone_seconds": round(seed_alone, 1),
+            "supernet_over_seed": round(supernet["train_seconds"] / seed_alone, 2),
+            "score_seconds_mean": round(score_s, 2), "candidates_per_hour": round(3600 / score_s),
+            "candidates_in_hour_after_training": max(0, int((3600 - supernet["train_seconds"]) / score_s)),
+            "audited": len(keys), "kendall_tau": round(float(tau), 3), "p_value": round(float(p), 4),
+            "mean_gap": round(statistics.mean(alone[k]["val_accuracy"] - inherited[k] for k in keys), 4)}
+
+
+def main() -> None:
+    args = arguments()
     from core.proxy_config import ProxyConfig
     from experiments.search import sizing
     from searchspace.convnet import CONVNET_REFERENCES, at_width, convnet_space
     from searchspace.supernet import supernet_space
+    from trainer.proxy_data import load_proxy_data
+    from trainer.supernet_training import train_supernet
 
     os.makedirs(args.out, exist_ok=True)
     log = os.path.join(args.out, "rows.jsonl")
@@ -85,49 +133,16 @@ def main() -> None:
                            **({"epochs": args.epochs} if args.epochs else {})})
     seed = at_width(CONVNET_REFERENCES[args.seed_net], args.width)
     space = supernet_space(seed, convnet_space(args.image_size))
-    done = {(r["kind"], r.get("key")) for r in rows(log)}
-
-    from trainer.proxy_data import load_proxy_data
-    from trainer.supernet_training import train_supernet
-
     data = load_proxy_data(proxy)
     supernet = train_supernet(space, proxy, data, os.path.join(args.out, "supernet"))
-    if ("supernet", None) not in done:
+    if not any(r["kind"] == "supernet" for r in rows(log)):
         append(log, {"kind": "supernet", **{k: supernet[k] for k in ("train_seconds", "images_per_sec", "epochs",
                                                                    "train_images", "sandwich")}})
     if not any(r["kind"] == "scored" for r in rows(log)):
-        from trainer.subnet_score import scorer
-        found, rng = scorer(space, proxy, data, os.path.join(args.out, "supernet")), random.Random(1)
-        nets = [seed] + [space.sample(rng) for _ in range(args.candidates - 1)]
-        for net in dict.fromkeys(nets):
-            metrics = found.score(net)
-            append(log, {"kind": "scored", "key": net.key(), "genotype": net.to_json(),
-                         **{k: metrics[k] for k in ("val_accuracy", "latency_ms", "params", "multiply_adds",
-                                                    "score_seconds", "latency_seconds")}})
+        score_candidates(log, space, proxy, data, seed, args.candidates)
     scored = [r for r in rows(log) if r["kind"] == "scored"]
-    from trainer.candidate import train_candidate
-    for key in audit_nets(scored, seed.key(), args.audit):
-        if ("alone", key) in {(r["kind"], r.get("key")) for r in rows(log)}:
-            continue
-        genotype = space.genotype_from_json(next(r["genotype"] for r in scored if r["key"] == key))
-        metrics = train_candidate(genotype, proxy, space="convnet")
-        append(log, {"kind": "alone", "key": key, **{k: metrics.get(k) for k in (
-            "val_accuracy", "train_seconds", "images_per_sec", "latency_ms")}})
-    alone = {r["key"]: r for r in rows(log) if r["kind"] == "alone"}
-    inherited = {r["key"]: r["val_accuracy"] for r in scored}
-    keys = sorted(alone)
-    tau, p = kendalltau([inherited[k] for k in keys], [alone[k]["val_accuracy"] for k in keys])
-    score_s = statistics.mean(r["score_seconds"] for r in scored)
-    seed_alone = alone[seed.key()]["train_seconds"]
-    print(json.dumps({
-        "cpu": open("/proc/cpuinfo").read().count("avx512bw") > 0 and "avx512" or "avx2",
-        "train_images": supernet["train_images"], "epochs": supernet["epochs"], "seed": seed.key(),
-        "supernet_seconds": round(supernet["train_seconds"], 1), "seed_alone_seconds": round(seed_alone, 1),
-        "supernet_over_seed": round(supernet["train_seconds"] / seed_alone, 2),
-        "score_seconds_mean": round(score_s, 2), "candidates_per_hour": round(3600 / score_s),
-        "candidates_in_hour_after_training": max(0, int((3600 - supernet["train_seconds"]) / score_s)),
-        "audited": len(keys), "kendall_tau": round(float(tau), 3), "p_value": round(float(p), 4),
-        "mean_gap": round(statistics.mean(alone[k]["val_accuracy"] - inherited[k] for k in keys), 4)}))
+    train_alone(log, space, proxy, audit_nets(scored, seed.key(), args.audit), scored)
+    print(json.dumps(summary(log, supernet, seed.key())))
 
 
 if __name__ == "__main__":

@@ -160,7 +160,10 @@ def _other(values: tuple, current: Any, rng: random.Random) -> Any:
 
 
 def _stage_change(space: "ConvNetSpace", g: ConvNetGenotype, rng: random.Random, what: str) -> tuple[ConvNetGenotype, str]:
-    i = rng.randrange(len(g.stages))
+    stages = range(len(g.stages))
+    if what == "width":  # a supernet's stage may have one width only
+        stages = [j for j in stages if len(space.stage_options(j)) > 1]
+    i = rng.choice(stages)  # the same draw as randrange(len(stages))
     stage = g.stages[i]
     if what == "width":
         new = replace(stage, width=_step(space.stage_options(i), stage.width, rng))
@@ -320,6 +323,9 @@ class ConvNetSpace:
             return False
         if mutation == "stem_width":
             return parent.stem == "conv3x3" if parent is not None else "conv3x3" in self.stems
+        if mutation == "width" and self.max_stage_widths:
+            stages = len(parent.stages) if parent else max(self.stage_counts)
+            return any(len(self.stage_options(i)) > 1 for i in range(stages))
         return mutation != "convs" or self.max_convs > 0
 
 

@@ -40,7 +40,16 @@ def supernet_space(seed: ConvNetGenotype, base: ConvNetSpace) -> ConvNetSpace:
                         head_divisors=(seed.head_divisor,), stage_widths=widths, stage_counts=(len(seed.stages),),
                         max_convs=max(base.max_convs, max(s.convs for s in seed.stages)),
                         max_stage_widths=tuple(s.width for s in seed.stages), identity_prob=base.identity_prob,
-                        mutations=ELASTIC_MUTATIONS)
+                        mutations=tuple(m for m in base.mutations if m in ELASTIC_MUTATIONS) or ELASTIC_MUTATIONS)
+
+
+FIXED = ("stem", "activation", "pool_order", "bn_scale", "head_pool", "head_divisor")  # a supernet's frame
+
+
+def not_shared(frame: ConvNetGenotype, genotype: ConvNetGenotype) -> list[str]:
+    """What `genotype` has other than the supernet `frame` fixes (empty: it may be one of its subnets)."""
+    wrong = [name for name in FIXED if getattr(genotype, name) != getattr(frame, name)]
+    return wrong + (["stage count"] if len(genotype.stages) != len(frame.stages) else [])
 
 
 def frame_of(space: ConvNetSpace) -> ConvNetGenotype:

@@ -35,6 +35,9 @@ def test_the_supernet_space_holds_the_seed_and_only_nets_within_its_widths():
         SPACE.genotype_from_json(wider.to_json())
     assert "max_stage_widths" not in convnet_space(32).to_config()  # a journal's space before it: unchanged
     assert type(SPACE).from_config(SPACE.to_config()) == SPACE
+    narrow = supernet_space(at_width(AIRBENCH94, 0.25), convnet_space(32))  # its first stage: 16 wide only
+    children = [narrow.mutate(at_width(AIRBENCH94, 0.25), rng)[0] for _ in range(200)]
+    assert {c.stages[0].width for c in children} == {16} and len({c.key() for c in children}) > 10
 
 
 def test_a_search_scores_subnets_only_of_the_convnet_space_and_without_training_of_its_own(tmp_path):
@@ -45,6 +48,15 @@ def test_a_search_scores_subnets_only_of_the_convnet_space_and_without_training_
         SearchConfig(output_dir=str(tmp_path), evaluator="supernet")
     with pytest.raises(ValueError, match="target_accuracy: a candidate's own training"):
         dataclasses.replace(config, proxy=ProxyConfig(image_size=16, target_accuracy=0.5, target_seconds=9))
+    with pytest.raises(ValueError, match="mutations: a supernet's subnets differ only by"):
+        dataclasses.replace(config, mutations=("activation", "width"))
+    with pytest.raises(ValueError, match="ema_decay: the supernet trains in float32 without a weight average"):
+        dataclasses.replace(config, proxy=ProxyConfig(image_size=16, ema_decay=0.99))
+    relu = at_width(dataclasses.replace(AIRBENCH94, activation="relu"), 0.5)
+    with pytest.raises(ValueError, match="initial\\[1\\]: not a subnet of the supernet initial\\[0\\] frames \\(its activation"):
+        dataclasses.replace(config, initial=config.initial + (relu.to_json(),))
+    with pytest.raises(ValueError, match="evaluator: train or supernet, got 'Supernet'"):
+        dataclasses.replace(config, evaluator="Supernet")
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +115,11 @@ def test_a_subnet_scores_as_its_stand_alone_net_with_the_inherited_weights(tiny,
         stand_alone = scorer.subnet(net)  # recalibrated again: the same statistics
         np.testing.assert_allclose(stand_alone(images, training=False).numpy(),
                                    scorer.infer(images, _arch(net)).numpy(), rtol=1e-4, atol=1e-5)
+    floats = dataclasses.replace(data, x_train=data.x_train.astype("float32") / 127.5 - 1,
+                                 x_val=data.x_val.astype("float32") / 127.5 - 1)  # a float data set's, as digits'
+    same = SubnetScorer(SPACE, proxy, floats, str(tmp_path))
+    np.testing.assert_allclose(same.recal_images[0].numpy(), scorer.recal_images[0].numpy(), atol=1e-6)
+    assert same.score(SEED)["val_accuracy"] == scorer.score(SEED)["val_accuracy"]
     slow = scorer.score(SEED, max_latency_ms=1e-6)
     assert math.isnan(slow["val_accuracy"]) and slow["latency_ms"] > 1e-6  # infeasible: not evaluated
     with pytest.raises(ValueError, match="is not a subnet of the supernet"):

@@ -126,6 +126,16 @@ class WhiteningConv2D(layers.Conv2D):
             self.kernel.trainable = False
 
 
+def centre_identity(shape: tuple[int, int, int, int]) -> np.ndarray:
+    """A conv kernel [k, k, in, out] of zeros but a centre tap of 1 from input channel i to filter i,
+    for the first min(in, out) filters."""
+    rows, cols, fan_in, fan_out = shape
+    eye = np.zeros(shape, dtype=np.float32)
+    n = min(fan_in, fan_out)
+    eye[rows // 2, cols // 2, np.arange(n), np.arange(n)] = 1.0
+    return eye
+
+
 @keras.saving.register_keras_serializable(package="amoeba")
 class PartialIdentity(keras.initializers.Initializer):
     """A conv kernel [k, k, in, out] whose first min(in, out) filters are the identity (filter i: a
@@ -136,10 +146,7 @@ class PartialIdentity(keras.initializers.Initializer):
 
     def __call__(self, shape: tuple[int, int, int, int], dtype: Any = None) -> Any:
         kernel = torch_default(self.seed)(shape, dtype=dtype)
-        rows, cols, fan_in, fan_out = shape
-        eye = np.zeros(shape, dtype=np.float32)
-        n = min(fan_in, fan_out)
-        eye[rows // 2, cols // 2, np.arange(n), np.arange(n)] = 1.0
+        eye, n = centre_identity(shape), min(shape[2], shape[3])
         keep = np.zeros(shape, dtype=np.float32)
         keep[..., n:] = 1.0
         return kernel * keras.ops.convert_to_tensor(keep, dtype) + keras.ops.convert_to_tensor(eye, dtype)

@@ -131,7 +131,7 @@ def proxy_shape(proxy: ProxyConfig) -> tuple[tuple[int, int, int], int]:
     return (proxy.input_size, proxy.input_size, proxy.spec.channels), num_classes
 
 
-def _to_float(x: tf.Tensor) -> tf.Tensor:
+def model_input(x: tf.Tensor) -> tf.Tensor:
     """uint8 pixels to [-1, 1] (records.to_float, the records pipeline's own); float images as they are."""
     return records.to_float(x) if x.dtype == tf.uint8 else x
 
@@ -171,7 +171,7 @@ def train_pipeline(x: np.ndarray, y: np.ndarray, batch_size: int, seed: int, aug
     else:
         data = data.map(lambda image, label, index: (image, label))
     return without_autotune(data.batch(batch_size, drop_remainder=True)
-                            .map(lambda images, labels: (_to_float(images), labels))
+                            .map(lambda images, labels: (model_input(images), labels))
                             .prefetch(PREFETCH_BATCHES))
 
 
@@ -182,4 +182,4 @@ def eval_pipeline(x: np.ndarray, y: np.ndarray, batch_size: int) -> tf.data.Data
     x = np.concatenate([x, np.zeros((pad,) + x.shape[1:], x.dtype)])
     y = np.concatenate([y, np.zeros(pad, y.dtype)])
     return without_autotune(tf.data.Dataset.from_tensor_slices((x, y, weights)).batch(batch_size)
-                            .map(lambda images, labels, w: (_to_float(images), labels, w)).prefetch(PREFETCH_BATCHES))
+                            .map(lambda images, labels, w: (model_input(images), labels, w)).prefetch(PREFETCH_BATCHES))

@@ -25,10 +25,9 @@ import tensorflow as tf
 from core.proxy_config import ProxyConfig
 from searchspace.convnet import ConvNetGenotype, ConvNetSpace
 from trainer.candidate_network import batch1_latency_ms, inference_function, tflite_batch1_latency_ms
-from trainer.evaluation import tta_logits
+from trainer.candidate_step import eval_step_function
 from trainer.models import model_report
-from trainer.proxy_data import ArrayDataset, eval_pipeline
-from trainer.records import to_float
+from trainer.proxy_data import ArrayDataset, eval_pipeline, model_input
 from trainer.supernet import Supernet, arch_signature, standalone, subnet_arch
 from trainer.supernet_training import CHECKPOINT, DONE, build_supernet, load_state
 from trainer.worker_setup import GRAPPLER_OFF, graph_options
@@ -51,7 +50,7 @@ class SubnetScorer:
                    only=("model",))
         batch = min(RECAL_BATCH, len(data.x_train))
         count = min(RECAL_IMAGES, len(data.x_train)) // batch * batch
-        self.recal_images = [to_float(tf.constant(data.x_train[i:i + batch])) for i in range(0, count, batch)]
+        self.recal_images = [model_input(tf.constant(data.x_train[i:i + batch])) for i in range(0, count, batch)]
         image = tf.TensorSpec([None, *data.input_shape], tf.float32)
         signature = [image, arch_signature(len(self.model.frame.stages))]
         self.collect = tf.function(lambda x, arch: self.model.forward(x, arch, training=True, collect=True),
@@ -69,15 +68,13 @@ class SubnetScorer:
             norm.set_moments_from_sums()
 
     def evaluate(self, arch: dict[str, np.ndarray]) -> dict[str, float]:
-        """Validation accuracy and loss of the recalibrated subnet."""
+        """Validation accuracy and loss of the recalibrated subnet (the proxy trainer's evaluation step)."""
         correct = loss = 0.0
         data = self.data
+        step = eval_step_function(lambda x: self.infer(x, arch), self.proxy.eval_tta)
         for images, labels, weights in eval_pipeline(data.x_val, data.y_val, min(EVAL_BATCH, len(data.x_val))):
-            logits = tta_logits(lambda x: self.infer(x, arch), images, self.proxy.eval_tta)
-            hits = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), tf.cast(labels, tf.int32)), tf.float32)
-            losses = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
-            correct += float(tf.reduce_sum(hits * weights))
-            loss += float(tf.reduce_sum(losses * weights))
+            hits, losses = step(images, labels, weights)
+            correct, loss = correct + float(hits), loss + float(losses)
         return {"val_accuracy": correct / len(data.x_val), "val_loss": loss / len(data.x_val)}
 
     def subnet(self, genotype: ConvNetGenotype) -> keras.Model:
@@ -105,7 +102,7 @@ class SubnetScorer:
 
     def latency(self, net: keras.Model) -> dict[str, float]:
         """The stand-alone subnet's batch-1 latency by the proxy's runtime, and the seconds it took."""
-        image = to_float(tf.constant(self.data.x_val[:1]))
+        image = model_input(tf.constant(self.data.x_val[:1]))
         start = time.perf_counter()
         if self.proxy.latency_runtime == "tflite":
             latency_ms = tflite_batch1_latency_ms(net, image)

@@ -21,7 +21,9 @@ import numpy as np
 import tensorflow as tf
 
 from searchspace.convnet import ConvNetGenotype
-from trainer.airbench import BN_EPSILON, BN_MOMENTUM, WHITEN_SIZE, WhiteningConv2D, torch_default
+from searchspace.supernet import not_shared
+from trainer.airbench import (BN_EPSILON, BN_MOMENTUM, WHITEN_SIZE, WhiteningConv2D, centre_identity,
+                              torch_default)
 from trainer.convnet import build_convnet
 
 ARCH_KEYS = ("stem_width", "widths", "convs", "residual")
@@ -31,11 +33,7 @@ def identity_plus_default(shape: tuple[int, int, int, int], dtype: Any = None) -
     """A supernet conv's start: PyTorch's default plus a centre tap of 1 from input channel i to filter
     i. Not PartialIdentity's identity alone: a subnet with fewer inputs than that identity's filters
     would get all-zero filters (a BN of zero variance, whose gradient explodes)."""
-    rows, cols, fan_in, fan_out = shape
-    eye = np.zeros(shape, np.float32)
-    n = min(fan_in, fan_out)
-    eye[rows // 2, cols // 2, np.arange(n), np.arange(n)] = 1.0
-    return torch_default()(shape, dtype=dtype) + tf.constant(eye, dtype or tf.float32)
+    return torch_default()(shape, dtype=dtype) + tf.constant(centre_identity(shape), dtype or tf.float32)
 
 
 class ElasticConv(keras.layers.Layer):
@@ -160,9 +158,8 @@ class Supernet(keras.Model):
 def subnet_arch(genotype: ConvNetGenotype, frame: ConvNetGenotype) -> dict[str, np.ndarray]:
     """The subnet `genotype` of the supernet `frame` as the forward pass's int32 arrays; ValueError for
     a net that is not one of its subnets."""
-    fixed = ("stem", "activation", "pool_order", "bn_scale", "head_pool", "head_divisor")
-    wrong = [name for name in fixed if getattr(genotype, name) != getattr(frame, name)]
-    if wrong or len(genotype.stages) != len(frame.stages) or genotype.stem_width > frame.stem_width or any(
+    wrong = not_shared(frame, genotype)
+    if wrong or genotype.stem_width > frame.stem_width or any(
             s.width > f.width or s.convs > f.convs or s.residual > f.residual
             for s, f in zip(genotype.stages, frame.stages)):
         raise ValueError(f"{genotype.key()} is not a subnet of the supernet {frame.key()}"
@@ -200,6 +197,7 @@ def standalone(model: Supernet, genotype: ConvNetGenotype) -> keras.Model:
             rows, cols, fan_in, fan_out = layer.kernel.shape
             layer.kernel.assign(source.kernel.value[:, :, :fan_in, :fan_out])
         elif isinstance(source, ElasticNorm):
+            layer.epsilon = source.epsilon  # the recipe's (--bn_epsilon), as the supernet normalised
             for weight, shared in zip(layer.weights, _norm_weights(source)):
                 weight.assign(shared[:weight.shape[0]])
     dense = net.get_layer("linear")

@@ -101,7 +101,8 @@ def subnet_train_config(genotype: Any, proxy: ProxyConfig, model_dir: str, epoch
     scale = epochs / recipe["num_epochs"]
     recipe.update(num_epochs=epochs, whiten_bias_epochs=round(recipe["whiten_bias_epochs"] * scale, 2),
                   epochs_per_eval=round(recipe["epochs_per_eval"] * scale, 2), image_size=proxy.input_size,
-                  validation_images=sizing.promote_held_out(facts))
+                  validation_images=sizing.promote_held_out(facts),
+                  **{name: getattr(proxy, name) for name in ("bn_momentum", "bn_epsilon") if getattr(proxy, name)})
     data = proxy.data if storage.is_gcs(proxy.data) else os.path.abspath(proxy.data)
     model_dir = model_dir if storage.is_gcs(model_dir) else os.path.abspath(model_dir)
     return TrainConfig(model=genotype_model(genotype), genotype=genotype, data=data, model_dir=model_dir, **recipe)

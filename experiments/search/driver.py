@@ -109,11 +109,10 @@ def run_search(config: SearchConfig, algorithm: SearchAlgorithm, trainable: Any 
         ray_gone=local_ray_gone if started_ray and not config.ray_address else None,
         last_words=lambda: interrupted_message(algorithm)))
     try:
-        if config.evaluator == "supernet":  # trained once, before the first trial (experiments/search/supernet.py)
-            from experiments.search.supernet import ensure_supernet
-            ensure_supernet(config, algorithm.space)
-        _run_tuners(config, algorithm, breaker, lambda: breaker.tripped or interrupted.is_set(), trainable,
-                    make_trainable)
+        from experiments.search.supernet import ensure_supernet  # trained once, before the first trial
+        if config.evaluator != "supernet" or ensure_supernet(config, algorithm.space, interrupted) is not None:
+            _run_tuners(config, algorithm, breaker, lambda: breaker.tripped or interrupted.is_set(), trainable,
+                        make_trainable)
     finally:
         interrupt.close()
         if started_ray:

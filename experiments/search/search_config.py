@@ -22,7 +22,7 @@ from evolution.repeats import REPEATS
 from evolution.rungs import RUNG_RULES, Rungs
 from experiments.settings import FREE, JOURNAL as BY_JOURNAL
 from searchspace import NasNetMacroSpace, SearchSpace, convnet_space, space_from_config
-from searchspace.supernet import supernet_space
+from searchspace.supernet import ELASTIC_MUTATIONS, not_shared, supernet_space
 from core.proxy_config import PRECISIONS, PROXY_DATASETS, PROXY_RENAMED, ProxyConfig
 
 SEARCH_RUNG_RULES = tuple(name for name, rule in RUNG_RULES.items() if not rule.pauses)  # a paused trial: not via Tune
@@ -131,7 +131,7 @@ class SearchConfig:
                                     "(a subnet of one weight-sharing supernet trained first, with --space=convnet: "
                                     "inherited weights, BN recalibrated, in seconds; searchspace/supernet.py says what "
                                     "it shares).", choices=("train", "supernet"))
-    supernet_sandwich: int = _algo(4, "With --evaluator=supernet: subnets a training step of the supernet (the "
+    supernet_sandwich: int = _setting(4, "With --evaluator=supernet: subnets a training step of the supernet (the "
                                       "largest, the smallest and the rest random; BigNAS: 4).")
     max_params: int = _algo(0, "A child with more trainable parameters is rejected before it is trained and another "
                                "proposed (0: no limit).", api=False)
@@ -236,6 +236,8 @@ class SearchConfig:
             if recipe:
                 raise ValueError(f"{', '.join(recipe)}: TPU trials train the proxy's plain recipe through Keras's "
                                  "fit (SGD with Nesterov momentum, warm-up and cosine) and none of the fast one yet")
+        if self.evaluator not in ("train", "supernet"):
+            raise ValueError(f"evaluator: train or supernet, got {self.evaluator!r}")
         if self.evaluator == "supernet":
             self._check_supernet()
         if proxy.whiten_bias_epochs and self.proxy_space != "convnet" and not self.trainable:
@@ -246,9 +248,7 @@ class SearchConfig:
                              f"of {proxy.timeout_s:g} s (--trial_timeout_s); raise it or train shorter")
 
     def _check_supernet(self) -> None:
-        """What a supernet's subnets are scored without: training of their own."""
-        if self.evaluator not in ("train", "supernet"):
-            raise ValueError(f"evaluator: train or supernet, got {self.evaluator!r}")
+        """What a supernet's subnets are scored without: training of their own, and what it does not share."""
         proxy = self.proxy
         if self.proxy_space != "convnet" or self.space or self.trainable:
             raise ValueError("evaluator supernet: the convnet space's (--space=convnet) supernet only")
@@ -258,6 +258,13 @@ class SearchConfig:
         if trains:
             raise ValueError(f"{', '.join(trains)}: a candidate's own training; --evaluator=supernet scores "
                              "subnets of one trained supernet instead")
+        unused = [name for name, on in (("ema_decay", proxy.ema_decay), ("precision", proxy.precision != "float32"))
+                  if on]
+        if unused:
+            raise ValueError(f"{', '.join(unused)}: the supernet trains in float32 without a weight average")
+        if set(self.mutations) - set(ELASTIC_MUTATIONS):
+            raise ValueError(f"mutations: a supernet's subnets differ only by {list(ELASTIC_MUTATIONS)}, got "
+                             f"{list(self.mutations)} (searchspace/supernet.py says why)")
         if self.supernet_sandwich < 2:
             raise ValueError(f"supernet_sandwich: at least 2 (the largest and the smallest), got "
                              f"{self.supernet_sandwich}")
@@ -307,15 +314,22 @@ class SearchConfig:
             if self.ops:
                 raise ValueError("ops: the ops of cells; the convnet space has none (its convs are 3x3)")
             space = convnet_space(self.proxy.input_size, self.mutations)
-            return supernet_space(self.supernet_seed(space), space) if self.evaluator == "supernet" else space
+            return self._supernet_space(space) if self.evaluator == "supernet" else space
         mutations = {"mutations": list(self.mutations)} if self.mutations else {}
         return space_from_config({"name": "nasnet", "num_blocks": self.num_blocks, **ops, **mutations})
 
-    def supernet_seed(self, space: Any) -> Any:
-        """The net whose frame and widths the supernet takes: the first --initial, else airbench94."""
+    def _supernet_space(self, space: Any) -> Any:
+        """The supernet's subnets: its frame and widths the first --initial's, else airbench94's; every
+        other --initial one of them (a ValueError naming it else)."""
         from searchspace.convnet import AIRBENCH94
 
-        return genotype_of(space, self.initial[0], "initial[0]") if self.initial else AIRBENCH94
+        seed = genotype_of(space, self.initial[0], "initial[0]") if self.initial else AIRBENCH94
+        for i, genotype in enumerate(self.initial[1:], 1):
+            wrong = not_shared(seed, genotype_of(space, genotype, f"initial[{i}]"))
+            if wrong:
+                raise ValueError(f"initial[{i}]: not a subnet of the supernet initial[0] frames (its "
+                                 f"{', '.join(wrong)} differ; searchspace/supernet.py)")
+        return supernet_space(seed, space)
 
     def new_algorithm(self, journal_path: str | None = None, journal_lock: JournalLock | None = None
                       ) -> SearchAlgorithm:

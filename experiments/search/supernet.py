@@ -47,23 +47,31 @@ def _train(space: dict[str, Any], proxy: dict[str, Any], directory: str, sandwic
     return train_supernet(space_from_config(space), config, load_proxy_data(config), directory, sandwich)
 
 
-def ensure_supernet(config: Any, space: Any) -> dict[str, Any]:
-    """The search's supernet, trained now (Ray must be up) unless it was; what supernet.json records."""
+def ensure_supernet(config: Any, space: Any, interrupted: Any = None) -> dict[str, Any] | None:
+    """The search's supernet, trained now (Ray must be up) unless it was; what supernet.json records.
+    None when `interrupted` (an event: Ctrl-C, SIGTERM) was set while it trained: the task is ended,
+    its last epoch's checkpoint kept for the rerun."""
     import ray
 
     done = trained(config.output_dir)
     if done is not None:
         return done
     directory = supernet_dir(config.output_dir)
-    cluster = ray.cluster_resources()
-    cpus, gpus = max(1, int(cluster.get("CPU", 1))), 1 if cluster.get("GPU", 0) >= 1 else 0
+    nodes = [node["Resources"] for node in ray.nodes() if node.get("Alive")]  # the task runs on one of them
+    cpus = max(1, int(max((n.get("CPU", 0) for n in nodes), default=1)))
+    gpus = 1 if any(n.get("GPU", 0) >= 1 for n in nodes) else 0
     print(f"supernet: training {space.max_stage_widths} wide, {space.max_convs} further convs and a residual "
           f"branch a stage, {config.supernet_sandwich} subnets a step, {config.proxy.epochs} epochs, in {directory} "
           f"({cpus} CPUs{', a GPU' if gpus else ''}); a rerun resumes it from its last epoch", flush=True)
     start = time.perf_counter()
-    task = ray.remote(_train).options(num_cpus=cpus, num_gpus=gpus, max_retries=0)
-    result = ray.get(task.remote(space.to_config(), {**config.proxy.to_dict(), "threads": cpus}, directory,
-                                 config.supernet_sandwich))
+    task = ray.remote(_train).options(num_cpus=cpus, num_gpus=gpus, max_retries=0, max_calls=1)  # its memory freed
+    ref = task.remote(space.to_config(), {**config.proxy.to_dict(), "threads": cpus}, directory,
+                      config.supernet_sandwich)
+    while not ray.wait([ref], timeout=1.0)[0]:
+        if interrupted is not None and interrupted.is_set():
+            ray.cancel(ref, force=True)
+            return None
+    result = ray.get(ref)
     print(f"supernet: trained in {time.perf_counter() - start:.0f} s ({result['train_seconds']:.0f} s of training "
           f"steps, {result['images_per_sec']:.0f} images/s); scoring subnets", flush=True)
     return result

@@ -247,7 +247,9 @@ def _score_subnet(genotype: Any, config: dict[str, Any], proxy: Any, space: dict
     from searchspace import space_from_config
     from trainer.proxy_data import load_proxy_data
     from trainer.subnet_score import scorer
+    from trainer.worker_setup import set_threads
 
+    set_threads(proxy.threads)  # as a trained trial's: the trial's CPUs, not the machine's
     try:
         found = scorer(space_from_config(space), proxy, load_proxy_data(proxy), supernet)
         return found.score(genotype, (config.get("limits") or {}).get("latency_ms", 0.0)), ""

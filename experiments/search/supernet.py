@@ -64,7 +64,7 @@ def ensure_supernet(config: Any, space: Any, interrupted: Any = None) -> dict[st
           f"branch a stage, {config.supernet_sandwich} subnets a step, {config.proxy.epochs} epochs, in {directory} "
           f"({cpus} CPUs{', a GPU' if gpus else ''}); a rerun resumes it from its last epoch", flush=True)
     start = time.perf_counter()
-    task = ray.remote(_train).options(num_cpus=cpus, num_gpus=gpus, max_retries=0, max_calls=1)  # its memory freed
+    task = ray.remote(max_calls=1)(_train).options(num_cpus=cpus, num_gpus=gpus, max_retries=0)  # memory freed after
     ref = task.remote(space.to_config(), {**config.proxy.to_dict(), "threads": cpus}, directory,
                       config.supernet_sandwich)
     while not ray.wait([ref], timeout=1.0)[0]:

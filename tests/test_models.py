@@ -266,6 +266,15 @@ def test_resnet9_has_pages_size_and_shape(width, params):
         assert logits.shape == (2, 10) and logits.dtype == "float32"
 
 
+def test_mobilenet_v3_small_is_keras_own_trained_from_scratch_at_32_pixels():
+    """The mobile reference row: Keras's net without weights, logits out, its strides taking 32 px to 1x1."""
+    model = build_model(ModelSpec("mobilenet_v3_small", num_classes=10, image_size=32, width_multiplier=0.5))
+    assert model_report(model)["params"] == 578_474
+    logits = model(images(2, 32), training=False)
+    assert logits.shape == (2, 10) and logits.dtype == "float32"
+    assert min(l.output.shape[1] for l in model.layers if len(l.output.shape) == 4 and l.output.shape[1]) == 1
+
+
 def test_only_a_family_with_widths_takes_a_width_multiplier():
     with pytest.raises(ValueError, match="width_multiplier: .*resnet9.*got 0.5 for 'resnet20'"):
         ModelSpec("resnet20", num_classes=10, image_size=32, width_multiplier=0.5)

@@ -92,6 +92,13 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
                                                                       spec.num_classes, spec.dropout,
                                                                       spec.drop_path_keep_prob,
                                                                       spec.fused_batch_norm)),
+    "mobilenet_v3_small": ModelFamily(
+        "Keras's MobileNetV3Small (Howard et al. 2019), the mobile reference, trained from scratch (no download; "
+        "its strides, made for 224 pixels, take 32-pixel images to 1x1 by the last block), width times the "
+        "multiplier", nasnet=False, widths=True,
+        build=lambda spec: keras.applications.MobileNetV3Small(
+            input_shape=spec.input_shape, alpha=spec.width_multiplier or 1.0, weights=None, classes=spec.num_classes,
+            include_preprocessing=False, classifier_activation=None)),  # inputs in [-1, 1], as ours are
     "convnet": ModelFamily("Plain conv network of a convnet genotype (space convnet: airbench94 and ResNet-9 among "
                            "them), every width times the width multiplier", nasnet=False, widths=True, space="convnet",
                            from_data=init_from_training_data,

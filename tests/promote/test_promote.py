@@ -74,7 +74,7 @@ def test_config_errors_at_once(tmp_path):
     with pytest.raises(ValueError, match="baselines: unknown 'resnet21'"):
         _config(tmp_path, baselines=("resnet21",))
     for bad in ("resnet20@0.5", "resnet9@0", "resnet9@wide"):
-        with pytest.raises(ValueError, match=f"baselines: '{bad}': NAME@WIDTH takes a positive width, for \\['resnet9', 'airbench94', 'airbench94_relu'\\]"):
+        with pytest.raises(ValueError, match=f"baselines: '{bad}': NAME@WIDTH takes a positive width, for \\['resnet9', 'airbench94', 'airbench94_relu', 'mobilenet_v3_small'\\]"):
             _config(tmp_path, baselines=(bad,))
     for changes, message in [({"baselines": ("resnet20", "resnet20")}, "names a model twice"),
                              ({"baselines": ()}, "nothing to promote"), ({"match_params": "resnet2O"}, "match_params"),

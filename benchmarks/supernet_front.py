@@ -3,8 +3,8 @@
 and images), each model's top-1 on the evaluation split (the promote's comparison.csv) and its
 TFLite batch-1 latency, measured here side by side (each model's network rebuilt from its model dir
 and converted, then `--rounds` rounds of every model in turn, the median of each model's rounds);
-then, for each baseline, the searched models at equal or lower latency, the most accurate of them,
-and McNemar's paired test on the same images (experiments/promote/noise.py). A baseline is
+then, for each baseline, the searched models at equal or lower latency, the most accurate of them on
+the validation split (promote's val_top1: never chosen on the test split), and McNemar's paired test on the same images (experiments/promote/noise.py). A baseline is
 dominated when such a model is at least as accurate; beaten when it is more accurate beyond noise
 (p < 0.05). Prints a table and one JSON line; writes nothing.
 
@@ -72,7 +72,7 @@ def main() -> None:
         if faster.empty:
             verdicts.append({"baseline": name, "dominated": False, "by": None})
             continue
-        best = faster.sort_values("top1", ascending=False).iloc[0]
+        best = faster.sort_values("val_top1", ascending=False).iloc[0]  # chosen on validation, judged on test
         p, only_a, only_b = noise.paired(decoded(best.eval_correct), decoded(base.eval_correct))
         verdicts.append({"baseline": name, "baseline_top1": base.top1, "baseline_ms": round(base.tflite_ms, 3),
                          "by": best.name, "top1": best.top1, "ms": round(best.tflite_ms, 3),

@@ -138,3 +138,17 @@ def config_from_saved(saved: dict[str, Any], **changes: Any) -> TrainConfig:
     values["genotype"] = genotype_from_json(saved["genotype"]) if saved.get("genotype") else None
     values["lr_decay_epochs"] = tuple(values["lr_decay_epochs"])
     return TrainConfig(**{**values, **changes})
+
+
+def at_epochs(recipe: dict[str, Any], epochs: float) -> dict[str, Any]:
+    """The changes that train `recipe` (TrainConfig fields) for `epochs` instead of its own length:
+    its schedule follows the run's length; the whitening bias's epochs and the evaluations' spacing
+    are scaled with it (a recipe of train_steps: each kept, but never past `epochs`)."""
+    if not epochs > 0:
+        raise ValueError(f"epochs: a positive number of epochs, got {epochs:g}")
+    length = 0.0 if recipe.get("train_steps") else float(recipe.get("num_epochs") or 0.0)
+    changes: dict[str, Any] = {"num_epochs": float(epochs), "train_steps": 0}
+    for name in ("whiten_bias_epochs", "epochs_per_eval"):
+        if recipe.get(name):
+            changes[name] = round(recipe[name] * epochs / length, 2) if length else min(recipe[name], epochs)
+    return changes

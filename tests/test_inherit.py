@@ -95,6 +95,43 @@ def test_a_trial_that_did_not_end_ok_or_a_search_without_a_supernet_is_refused(s
     assert not os.path.exists(tmp_path / "failed") and not os.path.exists(tmp_path / "m")
 
 
+def test_promote_shows_the_same_net_inherited_fine_tuned_and_from_scratch(search, tmp_path):
+    """Issue 54, item 3: a supernet search's promoted net in three rows: its inherited weights
+    evaluated as they are, fine-tuned --finetune_epochs from them, and trained from scratch."""
+    from experiments.promote.comparison import same_net_sentences
+    from experiments.promote.driver import PromoteConfig, comparison_table, train_planned, trial_spec
+    from experiments.promote.promote_plan import model_config, open_plan
+    from trainer.train import load_trainer
+
+    out, _, proxy, genotypes = search
+    recipe = {"image_size": 16, "num_epochs": 0.2, "train_batch_size": 64, "eval_batch_size": 100,
+              "whiten_bias_epochs": 0.1, "validation_images": 100, "learning_rate": 0.05, "optimizer": "momentum"}
+    config = PromoteConfig(output_dir=str(tmp_path / "p"), data=proxy.data, recipe=recipe, search_dirs=(out,),
+                           top_k=1, finetune_epochs=0.1)
+    planned = open_plan(config)
+    name = f"{os.path.basename(out)}-trial1"
+    assert [(m.name, m.kind) for m in planned] == [(name, "searched"), (f"{name}-inherited", "inherited"),
+                                                   (f"{name}-fine-tuned", "fine-tuned")]
+    assert {m.genotype["stages"][0]["width"] for m in planned} == {genotypes[1].stages[0].width}
+    tuned = model_config(config, planned[2])
+    assert (tuned.num_epochs, tuned.whiten_bias_epochs) == (0.1, 0.05)  # the recipe at 0.1 of its 0.2 epochs
+    results = {m.name: train_planned(trial_spec(config, m), threads=2) for m in planned}
+
+    inherited = results[f"{name}-inherited"]
+    assert (inherited["steps"], inherited["epochs"], inherited["images_per_sec"]) == (0, 0.0, None)
+    again = load_trainer(model_config(config, planned[1]).model_dir)  # the dir holds the supernet's weights
+    assert int(again.optimizer.iterations) == 0 and again.evaluate()["top1"] == pytest.approx(inherited["top1"])
+    assert [row["step"] for row in inherited["history"]] == [0] and inherited["eval_correct"]
+    assert results[f"{name}-fine-tuned"]["steps"] == 2 and results[name]["steps"] == 3  # of 900 images, 64 a step
+    table = comparison_table(config, planned, {})
+    assert list(table.status) == ["ok"] * 3 and table.val_images.tolist() == [100] * 3
+    sentence, = same_net_sentences(table)
+    assert sentence.startswith(f"{name}, the same net, on the evaluation split: with the weights it inherits from "
+                               f"the supernet (not trained), top-1 {inherited['top1']:.4f}")
+    assert "McNemar's paired test on the same 200 images" in sentence
+    assert "; fine-tuned from them 0.1 epochs (" in sentence and "; trained from scratch 0.2 epochs (" in sentence
+
+
 def _write(search_dir, trial_id, model_dir):
     from experiments.commands.inherit import write_subnet_model_dir
     return write_subnet_model_dir(search_dir, trial_id, model_dir, 1.0)

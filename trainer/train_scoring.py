@@ -89,6 +89,16 @@ class Scoring:
             (loss, top1, top5, n), self.correct["val"] = score(self._validation_data, eval_batch or self._compile()[1])
         return {"val_loss": loss / n, "val_top1": top1 / n, "val_top5": top5 / n, "val_examples": int(n)}
 
+    def evaluate_as_is(self) -> dict[str, Any]:
+        """The model dir's latest checkpoint scored without training (an inherited net at step 0): the
+        evaluation and validation splits, recorded as an evaluation, and the images each got right kept."""
+        self.restore()
+        eval_batch = self._compile()[1]
+        result = {**self.evaluate(eval_batch), **self.validate(eval_batch)}
+        self._record_evaluation(result)
+        write_correct(self.config.model_dir, result["step"], self.correct)
+        return result
+
     def _record_evaluation(self, result: dict[str, Any]) -> None:
         result["wall_seconds"] = float(self.wall_seconds.numpy())
         result["epoch"] = result["step"] * self.config.train_batch_size / self.info.num_train_images

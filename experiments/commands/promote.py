@@ -24,7 +24,7 @@ import os
 from absl import app, flags
 
 from core.export_formats import check_runtimes
-from experiments.promote.comparison import comparison_text
+from experiments.promote.comparison import comparison_text, same_net_sentences
 from experiments.export_flags import exported_lines
 from experiments.promote.driver import PromoteConfig, export_winner, run_promote
 from experiments.promote.promote_plan import default_match_params, own_size_searches
@@ -74,6 +74,8 @@ def main(args: list[str]) -> None:
     except (ValueError, FileNotFoundError, ClusterTooSmall, ImportError) as err:
         raise app.UsageError(str(err)) from None
     print(comparison_text(table))
+    for sentence in same_net_sentences(table):
+        print(sentence)
     print(f"wrote {os.path.join(FLAGS.output_dir, 'comparison.csv')} and comparison.json")
     if config.export_dir:
         try:

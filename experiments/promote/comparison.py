@@ -23,6 +23,7 @@ from experiments.units import duration
 from experiments.promote.targets import column, first_at, parse_column
 
 EXPORT_CHOICES = ("accuracy", "time_to_target")  # what --export_choice may say (experiments/promote/promote_config.py)
+INHERITED, FINE_TUNED = "inherited", "fine-tuned"  # kinds: a supernet search's net as it inherits, and tuned
 TRIVIAL_TOP5_CLASSES = 5  # with this many classes or fewer, top-5 is 1.0 for every model
 
 
@@ -268,6 +269,37 @@ def rank_agreement(table: pd.DataFrame) -> list[str]:
         sentences.append(f"The search{name} ranked {len(cells)} promoted cells (its ranks "
                          f"{', '.join(str(int(r)) for r in ranks)}); Kendall's tau between its ranking and full "
                          f"training's (1: the same order, 0: unrelated, -1: reversed) by {'; by '.join(clauses)}.")
+    return sentences
+
+
+def same_net_sentences(table: pd.DataFrame) -> list[str]:
+    """For each promoted net of a supernet search, a sentence: its top-1 on the evaluation split with
+    the weights it inherits from the supernet (not trained), fine-tuned from them (where it was) and
+    trained from scratch (its own row, or its baseline twin's), the first two each against the last
+    by the paired test, with the epochs and training time each took."""
+    done = table[table.status == "ok"].set_index("name", drop=False)
+    sentences = []
+    for _, cell in table[table.kind == "searched"].iterrows():
+        kin = [(kind, done.loc[f"{cell['name']}-{kind}"]) for kind in (INHERITED, FINE_TUNED)
+               if f"{cell['name']}-{kind}" in done.index]
+        scratch_name = twin_of(cell) or cell["name"]
+        if not kin:
+            continue
+        scratch = done.loc[scratch_name] if scratch_name in done.index else None
+        clauses = []
+        for kind, row in kin:
+            how = ("with the weights it inherits from the supernet (not trained)" if kind == INHERITED else
+                   f"fine-tuned from them {row.epochs:.1f} epochs ({duration(row.wall_seconds)})")
+            against = ""
+            if scratch is not None:
+                word, test = versus(row, scratch)
+                against = f"; {word} from scratch{_tested(test)}"
+            clauses.append(f"{how}, {_top1(row)}{against}")
+        if scratch is not None:
+            twin = f", as {scratch_name}" if scratch_name != cell["name"] else ""
+            clauses.append(f"trained from scratch{twin} {scratch.epochs:.1f} epochs ({duration(scratch.wall_seconds)}), "
+                           f"{_top1(scratch)}")
+        sentences.append(f"{cell['name']}, the same net, on the evaluation split: {'; '.join(clauses)}.")
     return sentences
 
 

@@ -27,7 +27,7 @@ from experiments.tracking.hparams import tune_without_tensorboard, write_promote
 from experiments.tracking.mlflow_log import log_exported_model, log_promoted_models
 from experiments.layout import RESULT
 from experiments.promote.promote_config import PromoteConfig
-from experiments.promote.promote_plan import PlannedModel, model_config, open_plan
+from experiments.promote.promote_plan import FINE_TUNED, INHERITED, PlannedModel, model_config, open_plan
 from experiments.promote.noise import wilson_interval
 from experiments.search.resources import trial_resources
 from experiments.promote.targets import parse_column, to_targets
@@ -49,13 +49,21 @@ def _trial_name(trial: Any) -> str:
 
 
 def promote_trial(config: dict[str, Any], threads: int) -> None:
-    """A Ray Tune trial: train one planned model (resuming from its checkpoint), write its result.json
-    and report it (the driver writes it too: on a cluster the trial's disk is not the driver's)."""
-    config = config["model"]
+    """A Ray Tune trial: train one planned model (train_planned) and report its result (the driver
+    writes it too: on a cluster the trial's disk is not the driver's)."""
     from ray import tune
 
+    result = train_planned(config["model"], threads)
+    tune.report({"top1": result["top1"], RESULT_KEY: json.dumps(result)})
+
+
+def train_planned(config: dict[str, Any], threads: int) -> dict[str, Any]:
+    """Train one planned model (trial_spec's), resuming from its checkpoint; write its result.json and
+    return it. An inherited net's model dir is first written from its search's supernet (unless it
+    holds a checkpoint), then evaluated as it is or fine-tuned from it."""
     from trainer.candidate import set_threads, use_gpu_memory_growth
     from trainer.models import model_report
+    from trainer.subnet_model_dir import existing_checkpoint
     from trainer.train import Trainer
     from trainer.worker_setup import reset_keras
 
@@ -64,21 +72,37 @@ def promote_trial(config: dict[str, Any], threads: int) -> None:
     reset_keras()  # a warm worker (more models than slots): the last model's graphs and names go
     train_config = config_from_saved(config["train_config"])
     storage.write_json(storage.join(train_config.model_dir, PROGRESS), {"phase": "building"})  # for the watcher
+    inherit = config.get("inherit")
+    if inherit and not existing_checkpoint(train_config.model_dir):
+        from experiments.search.inherit import write_inherited
+
+        write_inherited(inherit["search_dir"], inherit["trial_id"], train_config)
+        reset_keras()
     trainer = Trainer(train_config)
-    final = trainer.train()
+    final = trainer.evaluate_as_is() if config.get("evaluate_only") else trainer.train()
     wall = float(trainer.wall_seconds.numpy())
     steps = int(trainer.optimizer.iterations)
     result = {
         "name": config["name"], **model_report(trainer.model), "top1": final["top1"], "top5": final["top5"],
         "loss": final["loss"], "steps": steps, "epochs": steps * train_config.train_batch_size /
         trainer.info.num_train_images, "wall_seconds": wall,
-        "images_per_sec": trainer.images_per_sec(),  # training loops only: the search's definition
+        "images_per_sec": trainer.images_per_sec() if steps else None,  # training loops only: the search's
         "num_eval_images": final["num_examples"], "val_top1": final.get("val_top1"),
         "val_images": final.get("val_examples"), "history": trainer.evaluations(),
         **{k: v for k, v in read_correct(train_config.model_dir).items() if k.endswith("_correct")},
     }  # eval_correct, val_correct: 1,250 bytes a 10,000 images (a paired test: experiments/promote/noise.py)
     storage.write_json(storage.join(train_config.model_dir, RESULT), result)
-    tune.report({"top1": final["top1"], RESULT_KEY: json.dumps(result)})  # for a driver on another machine
+    return result
+
+
+def trial_spec(config: PromoteConfig, m: PlannedModel) -> dict[str, Any]:
+    """What train_planned trains for planned model `m`: its name and TrainConfig, and for an inherited
+    or fine-tuned net, the search and trial it inherits from (evaluated as it is when INHERITED)."""
+    spec = {"name": m.name, "train_config": model_config(config, m).to_json()}
+    if m.kind in (INHERITED, FINE_TUNED):
+        spec.update(inherit={"search_dir": m.search_dir, "trial_id": m.search_trial_id},
+                    evaluate_only=m.kind == INHERITED)
+    return spec
 
 
 def untrained(config: PromoteConfig, planned: list[PlannedModel]) -> list[PlannedModel]:
@@ -117,7 +141,7 @@ def run_promote(config: PromoteConfig, trainable: Any = None) -> pd.DataFrame:
             from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 
             trainable = trainable or tune.with_parameters(promote_trial, threads=max(1, int(resources["CPU"])))
-            models = [{"name": m.name, "train_config": model_config(config, m).to_json()} for m in todo]
+            models = [trial_spec(config, m) for m in todo]
             grid = tune.Tuner(
                 tune.with_resources(trainable, resources),
                 param_space={"model": tune.grid_search(models)},

@@ -47,6 +47,11 @@ class PromoteConfig:
     audit_k: int = _setting(0, "Also promote this many of each search's other distinct genotypes, drawn at random "
                                "(seeded) from those it ranked below the top_k: the report's Kendall tau then says "
                                "whether the search's proxy ranks nets as full training does.")
+    finetune_epochs: float = _setting(0.0, "A supernet search's promoted nets (--evaluator=supernet) are also "
+                                           "evaluated with the weights they inherit from its supernet; with E > 0, "
+                                           "each is also fine-tuned E epochs from them under the recipe (its "
+                                           "schedule over E epochs): rows inherited, fine-tuned and from scratch "
+                                           "of the same net.")
     at_target: float | None = _setting(None, "Promote each search's trials ranked again at this accuracy, under "
                                              "its --target_accuracy, by their times to it from their "
                                              "evaluations, without training (amoeba results --at_target; a "
@@ -99,6 +104,8 @@ class PromoteConfig:
             raise ValueError("nothing to promote: give --search_dir, --baselines or both")
         if self.top_k < 0:
             raise ValueError(f"top_k: must be 0 or more, got {self.top_k}")
+        if not self.finetune_epochs >= 0:
+            raise ValueError(f"finetune_epochs: 0 (none) or more epochs, got {self.finetune_epochs}")
         if self.at_target is not None and not (self.search_dirs and 0 < self.at_target < 1):
             raise ValueError(f"at_target: an accuracy in (0, 1) to rank the trials of --search_dir by, got "
                              f"{self.at_target}{'' if self.search_dirs else ' without a --search_dir'}")

@@ -2,7 +2,8 @@
 --at_target, with --audit_k some from lower down, and the baselines), at which size, and each one's
 TrainConfig; fixed by the first run in `promote_plan.json`, which a rerun must match. A searched
 net that builds the same network as a baseline (airbench94's seed kept by a search) is trained
-once, under the baseline's name.
+once, under the baseline's name. A supernet search's nets are also planned with the weights they
+inherit (kind INHERITED, evaluated as they are) and, with --finetune_epochs, fine-tuned from them.
 This module must not train, parse flags or import Ray; TensorFlow only to size cells (--match_params).
 """
 
@@ -20,9 +21,10 @@ from searchspace import MacroGenotype, genotype_from_json
 from experiments.search import ranking
 from experiments.layout import CONFIG, JOURNAL, PLAN
 from experiments.search.results import searched_target
+from experiments.promote.comparison import FINE_TUNED, INHERITED
 from experiments.promote.promote_config import PromoteConfig, baseline_model, with_new_recipe_fields
 from core import storage
-from core.train_config import TrainConfig, genotype_model
+from core.train_config import TrainConfig, at_epochs, genotype_model
 
 MATCH_TOLERANCE = 0.1  # the paper compares cells at equal size: within 10% of the target's parameters
 
@@ -40,6 +42,7 @@ class PlannedModel:
     search_dir: str | None = None
     width_multiplier: float | None = None  # a baseline's NAME@WIDTH
     same_as: str | None = None  # a baseline that builds the same network: trained once, under its name
+    recipe_changes: dict[str, Any] | None = None  # an inherited or fine-tuned net's: its BN settings, its epochs
 
 
 def best_distinct_trials(algorithm: SearchAlgorithm, k: int) -> list[int]:
@@ -159,10 +162,39 @@ def plan_models(config: PromoteConfig) -> list[PlannedModel]:
             print(f"{m.name}: F={filters}, {params:,} parameters ({params / target - 1:+.1%} of {target:,})")
             sized.append(dataclasses.replace(m, filters=filters))
         planned = sized
+    planned = with_inherited(config, planned)
     for b in config.baselines:
         model, width = baseline_model(b)
         planned.append(PlannedModel(name=b, kind="baseline", model=model, width_multiplier=width))
     return with_twins_marked(config, planned)
+
+
+def with_inherited(config: PromoteConfig, planned: list[PlannedModel]) -> list[PlannedModel]:
+    """`planned` with, after each searched net of a supernet search (at its own size), the same net
+    with the weights it inherits from the search's supernet (evaluated as they are: kind INHERITED)
+    and, with --finetune_epochs, fine-tuned from them (FINE_TUNED); ValueError for --finetune_epochs
+    when no promoted net inherits weights."""
+    from experiments.search.inherit import is_supernet_search, net_changes, search_proxy
+
+    out, inheriting = [], False
+    for m in planned:
+        out.append(m)
+        if m.kind != "searched" or not m.search_dir or m.filters or not is_supernet_search(m.search_dir):
+            continue
+        try:
+            proxy = search_proxy(storage.read_json(os.path.join(m.search_dir, CONFIG)), m.search_dir)
+        except ValueError as err:
+            print(f"{m.name}: no inherited row ({err})")
+            continue
+        inheriting, net = True, net_changes(proxy)
+        out.append(dataclasses.replace(m, name=f"{m.name}-{INHERITED}", kind=INHERITED, recipe_changes=net or None))
+        if config.finetune_epochs:
+            out.append(dataclasses.replace(m, name=f"{m.name}-{FINE_TUNED}", kind=FINE_TUNED, recipe_changes={
+                **net, **at_epochs(config.recipe, config.finetune_epochs)}))
+    if config.finetune_epochs and not inheriting:
+        raise ValueError("finetune_epochs: no promoted net inherits weights to fine-tune (only the nets of an "
+                         "`amoeba search --evaluator=supernet` on a prepared data dir, at their own size, do)")
+    return out
 
 
 def with_twins_marked(config: PromoteConfig, planned: list[PlannedModel]) -> list[PlannedModel]:
@@ -214,6 +246,7 @@ def model_config(config: PromoteConfig, m: PlannedModel) -> TrainConfig:
         genotype, changes = genotype.resized(filters=m.filters), {}
     if m.width_multiplier:
         changes["width_multiplier"] = m.width_multiplier
+    changes.update(m.recipe_changes or {})
     return config.train_config(m.name, m.model, genotype, **changes)
 
 

@@ -77,6 +77,7 @@ def test_config_errors_at_once(tmp_path):
         with pytest.raises(ValueError, match=f"baselines: '{bad}': NAME@WIDTH takes a positive width, for \\['resnet9', 'airbench94', 'airbench94_relu', 'mobilenet_v3_small'\\]"):
             _config(tmp_path, baselines=(bad,))
     for changes, message in [({"baselines": ("resnet20", "resnet20")}, "names a model twice"),
+                             ({"finetune_epochs": -1.0}, "finetune_epochs: 0 \\(none\\) or more epochs"),
                              ({"baselines": ()}, "nothing to promote"), ({"match_params": "resnet2O"}, "match_params"),
                              ({"at_target": 0.8}, "at_target: an accuracy in \\(0, 1\\) .* got 0.8 without a --search_dir"),
                              ({"recipe": {"train_steps": 0}}, "give train_steps or num_epochs")]:
@@ -321,6 +322,13 @@ def test_an_unknown_baseline_fails_before_any_note_and_leaves_no_plan(tmp_path, 
     assert result.returncode != 0 and "baselines: unknown 'resnet21'" in result.stderr
     assert "comparing at equal size" not in result.stdout + result.stderr
     assert not (tmp_path / "p" / "promote_plan.json").exists()
+
+
+def test_fine_tuning_is_refused_when_no_promoted_net_inherits_weights(tmp_path):
+    search = _with_params(str(tmp_path / "search"), [(0.3, 1000)])  # trained from scratch: no supernet
+    with pytest.raises(ValueError, match="finetune_epochs: no promoted net inherits weights to fine-tune"):
+        open_plan(_config(tmp_path, search_dirs=(search,), top_k=1, finetune_epochs=1.0))
+    assert not os.path.exists(tmp_path / "p" / "promote_plan.json")
 
 
 def test_a_searched_net_that_builds_a_baselines_network_trains_once_as_it(tmp_path):

@@ -6,7 +6,10 @@ and converted, then `--rounds` rounds of every model in turn, the median of each
 then, for each baseline, the searched models at equal or lower latency, the most accurate of them on
 the validation split (promote's val_top1: never chosen on the test split), and McNemar's paired test on the same images (experiments/promote/noise.py). A baseline is
 dominated when such a model is at least as accurate; beaten when it is more accurate beyond noise
-(p < 0.05). Prints a table and one JSON line; writes nothing.
+(p < 0.05). The searched models are those trained from scratch: a supernet search's inherited and
+fine-tuned rows (promote --finetune_epochs) are shown beside them, with the same-net sentences the
+report prints, but not chosen from (their validation images may be ones the supernet trained on).
+Prints a table and one JSON line; writes nothing.
 
 Run: .venv/bin/python benchmarks/supernet_front.py --promote_dir=DIR [--rounds=3]
 """
@@ -57,6 +60,7 @@ def main() -> None:
 
     from core.correct_images import decoded
     from experiments.promote import noise
+    from experiments.promote.comparison import same_net_sentences
     from experiments.promote.driver import read_comparison
 
     table = read_comparison(args.promote_dir)
@@ -65,7 +69,7 @@ def main() -> None:
     table = table[(table.status == "ok") & table.name.isin(dirs)].set_index("name")
     latency = latencies({name: dirs[name] for name in table.index}, args.rounds)
     table["tflite_ms"] = [latency[name] for name in table.index]
-    searched = table[table.kind != "baseline"]
+    searched = table[table.kind == "searched"]
     verdicts = []
     for name, base in table[table.kind == "baseline"].iterrows():
         faster = searched[searched.tflite_ms <= base.tflite_ms]
@@ -78,9 +82,11 @@ def main() -> None:
                          "by": best.name, "top1": best.top1, "ms": round(best.tflite_ms, 3),
                          "dominated": bool(best.top1 >= base.top1), "beaten": bool(best.top1 > base.top1 and p < 0.05),
                          "p_value": round(p, 4), "images_only_searched": only_a, "images_only_baseline": only_b})
-    print(table[["kind", "params", "top1", "tflite_ms"]].sort_values("tflite_ms").to_string())
+    print(table[["kind", "params", "top1", "epochs", "wall_seconds", "tflite_ms"]].sort_values("tflite_ms").to_string())
     for v in verdicts:
         print(v)
+    for sentence in same_net_sentences(read_comparison(args.promote_dir)):
+        print(sentence)
     print(json.dumps({"models": len(table), "baselines": len(verdicts),
                       "dominated": sum(v["dominated"] for v in verdicts),
                       "beaten_beyond_noise": sum(v.get("beaten", False) for v in verdicts), "verdicts": verdicts}))

@@ -141,14 +141,23 @@ def config_from_saved(saved: dict[str, Any], **changes: Any) -> TrainConfig:
 
 
 def at_epochs(recipe: dict[str, Any], epochs: float) -> dict[str, Any]:
-    """The changes that train `recipe` (TrainConfig fields) for `epochs` instead of its own length:
-    its schedule follows the run's length; the whitening bias's epochs and the evaluations' spacing
-    are scaled with it (a recipe of train_steps: each kept, but never past `epochs`)."""
+    """The changes that train `recipe` (TrainConfig fields) for `epochs` instead of its own length,
+    everything measured in epochs scaled with it: the learning rate's warm-up and decay epochs, the
+    whitening bias's epochs and the evaluations' spacing (triangular and cosine schedules follow the
+    run's length themselves). A recipe of train_steps (its length in epochs unknown here): each kept
+but never past `epochs`, the decay epochs as they are. A field
+    that was on stays on (at least 0.01 epochs)."""
     if not epochs > 0:
         raise ValueError(f"epochs: a positive number of epochs, got {epochs:g}")
     length = 0.0 if recipe.get("train_steps") else float(recipe.get("num_epochs") or 0.0)
+
+    def scaled(value: float) -> float:
+        return max(0.01, round(value * epochs / length, 2)) if length else min(value, epochs)
+
     changes: dict[str, Any] = {"num_epochs": float(epochs), "train_steps": 0}
-    for name in ("whiten_bias_epochs", "epochs_per_eval"):
+    for name in ("whiten_bias_epochs", "epochs_per_eval", "lr_warmup_epochs"):
         if recipe.get(name):
-            changes[name] = round(recipe[name] * epochs / length, 2) if length else min(recipe[name], epochs)
+            changes[name] = scaled(recipe[name])
+    if recipe.get("lr_decay_epochs") and length:  # a schedule's decay points (each keeps its order)
+        changes["lr_decay_epochs"] = tuple(scaled(v) for v in recipe["lr_decay_epochs"])
     return changes

@@ -8,6 +8,7 @@ import os
 import shutil
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from core.proxy_config import ProxyConfig
@@ -107,7 +108,7 @@ def test_promote_shows_the_same_net_inherited_fine_tuned_and_from_scratch(search
     recipe = {"image_size": 16, "num_epochs": 0.2, "train_batch_size": 64, "eval_batch_size": 100,
               "whiten_bias_epochs": 0.1, "validation_images": 100, "learning_rate": 0.05, "optimizer": "momentum"}
     config = PromoteConfig(output_dir=str(tmp_path / "p"), data=proxy.data, recipe=recipe, search_dirs=(out,),
-                           top_k=1, finetune_epochs=0.1)
+                           top_k=1, finetune_epochs=0.1, target_top1=(0.01,))
     planned = open_plan(config)
     name = f"{os.path.basename(out)}-trial1"
     assert [(m.name, m.kind) for m in planned] == [(name, "searched"), (f"{name}-inherited", "inherited"),
@@ -125,11 +126,24 @@ def test_promote_shows_the_same_net_inherited_fine_tuned_and_from_scratch(search
     assert results[f"{name}-fine-tuned"]["steps"] == 2 and results[name]["steps"] == 3  # of 900 images, 64 a step
     table = comparison_table(config, planned, {})
     assert list(table.status) == ["ok"] * 3 and table.val_images.tolist() == [100] * 3
+    times = table.set_index("name")["time_to_top1_0.01_s"]  # the inherited net trained no time to reach it
+    assert pd.isna(times[f"{name}-inherited"]) and times[name] > 0 and times[f"{name}-fine-tuned"] > 0
     sentence, = same_net_sentences(table)
     assert sentence.startswith(f"{name}, the same net, on the evaluation split: with the weights it inherits from "
                                f"the supernet (not trained), top-1 {inherited['top1']:.4f}")
     assert "McNemar's paired test on the same 200 images" in sentence
     assert "; fine-tuned from them 0.1 epochs (" in sentence and "; trained from scratch 0.2 epochs (" in sentence
+
+
+def test_a_recipe_that_cannot_take_the_inherited_weights_plans_no_inherited_row(search, tmp_path, capsys):
+    from experiments.promote.driver import PromoteConfig
+    from experiments.promote.promote_plan import open_plan
+
+    out, _, proxy, _ = search
+    recipe = {"image_size": 24, "num_epochs": 1.0}
+    config = PromoteConfig(output_dir=str(tmp_path / "p"), data=proxy.data, recipe=recipe, search_dirs=(out,), top_k=1)
+    assert [m.kind for m in open_plan(config)] == ["searched"]
+    assert "no inherited row (the supernet trained at 16 pixels, the recipe's --image_size is 24)" in capsys.readouterr().out
 
 
 def _write(search_dir, trial_id, model_dir):

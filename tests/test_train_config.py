@@ -3,6 +3,8 @@
 import subprocess
 import sys
 
+import pytest
+
 from core.train_config import TrainConfig, config_from_saved
 from experiments.commands import train as train_command
 from tests.conftest import REPO
@@ -77,3 +79,16 @@ def test_the_fast_recipe_fields_default_to_todays_recipe_and_refuse_what_they_ca
             TrainConfig(**{**plain.__dict__, **changes})
     TrainConfig(**{**plain.__dict__, "nesterov": True, "optimizer": "momentum", "ema_decay": 0.9999,
                    "eval_tta": "flip_translate", "lr_schedule": "triangular"})
+
+
+def test_a_recipe_at_other_epochs_scales_what_it_measures_in_epochs():
+    from core.train_config import at_epochs
+
+    recipe = {"num_epochs": 90.0, "lr_schedule": "piecewise", "lr_decay_epochs": (30.0, 60.0, 80.0),
+              "lr_warmup_epochs": 5.0, "whiten_bias_epochs": 0.04, "epochs_per_eval": 9.0}
+    assert at_epochs(recipe, 9.0) == {"num_epochs": 9.0, "train_steps": 0, "lr_decay_epochs": (3.0, 6.0, 8.0),
+                                      "lr_warmup_epochs": 0.5, "whiten_bias_epochs": 0.01, "epochs_per_eval": 0.9}
+    by_steps = at_epochs({"train_steps": 600, "lr_warmup_epochs": 5.0, "lr_decay_epochs": (2.4,)}, 2.0)
+    assert by_steps == {"num_epochs": 2.0, "train_steps": 0, "lr_warmup_epochs": 2.0}  # capped; decay kept
+    with pytest.raises(ValueError, match="epochs: a positive number of epochs, got 0"):
+        at_epochs(recipe, 0.0)

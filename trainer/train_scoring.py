@@ -93,6 +93,7 @@ class Scoring:
         """The model dir's latest checkpoint scored without training (an inherited net at step 0): the
         evaluation and validation splits, recorded as an evaluation, and the images each got right kept."""
         self.restore()
+        self.write_config()  # what `amoeba evaluate` and export read
         eval_batch = self._compile()[1]
         result = {**self.evaluate(eval_batch), **self.validate(eval_batch)}
         self._record_evaluation(result)

@@ -289,7 +289,8 @@ def same_net_sentences(table: pd.DataFrame) -> list[str]:
         clauses = []
         for kind, row in kin:
             how = ("with the weights it inherits from the supernet (not trained)" if kind == INHERITED else
-                   f"fine-tuned from them {row.epochs:.1f} epochs ({duration(row.wall_seconds)})")
+                   f"fine-tuned from them {row.epochs:.1f} epochs ({duration(row.wall_seconds)} after the supernet's "
+                   "training)")
             against = ""
             if scratch is not None:
                 word, test = versus(row, scratch)

@@ -204,8 +204,9 @@ def comparison_table(config: PromoteConfig, planned: list[PlannedModel], errors:
                                                 "images_per_sec", "val_top1", "val_images", "eval_correct",
                                                 "val_correct")})
         row.update(_top1_noise(result, trained.model_dir))
-        row.update(to_targets(result.get("history", []), config.targets(), result.get("multiply_adds"),
-                              trained.train_batch_size, config.cost_per_hour))
+        if m.kind != INHERITED:  # never trained: no time to a target (the supernet's training is not its own)
+            row.update(to_targets(result.get("history", []), config.targets(), result.get("multiply_adds"),
+                                  trained.train_batch_size, config.cost_per_hour))
         rows.append(row)
     at = COMPARISON_COLUMNS.index("images_per_sec") + 1
     columns = COMPARISON_COLUMNS[:at] + [c for c in (rows[0] if rows else {}) if parse_column(c)] + \

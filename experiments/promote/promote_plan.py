@@ -183,8 +183,11 @@ def with_inherited(config: PromoteConfig, planned: list[PlannedModel]) -> list[P
             continue
         try:
             proxy = search_proxy(storage.read_json(os.path.join(m.search_dir, CONFIG)), m.search_dir)
+            misfit = inherit_misfit(config, proxy)
         except ValueError as err:
-            print(f"{m.name}: no inherited row ({err})")
+            misfit = str(err)
+        if misfit:
+            print(f"{m.name}: no inherited row ({misfit})")
             continue
         inheriting, net = True, net_changes(proxy)
         out.append(dataclasses.replace(m, name=f"{m.name}-{INHERITED}", kind=INHERITED, recipe_changes=net or None))
@@ -195,6 +198,21 @@ def with_inherited(config: PromoteConfig, planned: list[PlannedModel]) -> list[P
         raise ValueError("finetune_epochs: no promoted net inherits weights to fine-tune (only the nets of an "
                          "`amoeba search --evaluator=supernet` on a prepared data dir, at their own size, do)")
     return out
+
+
+def inherit_misfit(config: PromoteConfig, proxy: Any) -> str | None:
+    """Why the promote's recipe cannot take a net of the supernet trained on `proxy` as it inherits it
+    (another width, image size or set of labels), or None."""
+    width, size = float(config.recipe.get("width_multiplier") or 1.0), config.recipe.get("image_size")
+    if width != 1.0:
+        return f"the recipe's --width_multiplier={width:g} builds other widths than the supernet's"
+    if size != proxy.input_size:
+        return f"the supernet trained at {proxy.input_size} pixels, the recipe's --image_size is {size}"
+    mine, theirs = (storage.join(d, "labels.txt") for d in (config.data, proxy.data))
+    if mine != theirs and storage.exists(mine) and storage.exists(theirs) and \
+            storage.read_text(mine).split() != storage.read_text(theirs).split():
+        return f"--data {config.data} has other labels than the search's {proxy.data}"
+    return None
 
 
 def with_twins_marked(config: PromoteConfig, planned: list[PlannedModel]) -> list[PlannedModel]:

@@ -25,8 +25,8 @@ import pandas as pd
 
 from evolution import JournalError, resume
 from experiments.search import ranking
-from experiments.promote.comparison import (FINE_TUNED, INHERITED, comparison_text, promote_verdict, rank_agreement,
-                                            same_net_sentences, top5_trivial)
+from experiments.promote.comparison import (comparison_text, promote_verdict, rank_agreement, same_net_sentences,
+                                            top5_trivial)
 from experiments.promote.headline import headline
 from experiments.layout import CONFIG, JOURNAL, PLAN, RESULT
 from experiments.promote.driver import read_comparison
@@ -335,8 +335,8 @@ def _promote_sections(promotes: list[PromoteRun], body: list[str], text: list[st
         for sentence in rank_agreement(run.table) + same_net_sentences(run.table):
             body.append(f"<p>{html.escape(sentence)}</p>")
             text.append(sentence)
-    kinds = [(f"{r.name}: {kind}", r.table[r.table.kind == kind]) for r in promotes
-             for kind in ("searched", "baseline", INHERITED, FINE_TUNED)]
+    kinds = [(f"{r.name}: {kind}", r.table[r.table.kind == kind]) for r in promotes for kind in ("searched",
+                                                                                             "baseline")]
     for run in promotes:
         targets = sorted({p[2] for p in map(parse_column, run.table) if p and p[1] == "top1" and p[2]})
         timed = time_figure(run.histories, tuple(targets))

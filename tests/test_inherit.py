@@ -96,6 +96,7 @@ def test_a_trial_that_did_not_end_ok_or_a_search_without_a_supernet_is_refused(s
     assert not os.path.exists(tmp_path / "failed") and not os.path.exists(tmp_path / "m")
 
 
+@pytest.mark.integration  # writes, evaluates and trains three models: the promote path of a supernet search
 def test_promote_shows_the_same_net_inherited_fine_tuned_and_from_scratch(search, tmp_path):
     """Issue 54, item 3: a supernet search's promoted net in three rows: its inherited weights
     evaluated as they are, fine-tuned --finetune_epochs from them, and trained from scratch."""

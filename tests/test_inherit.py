@@ -124,6 +124,12 @@ def test_promote_shows_the_same_net_inherited_fine_tuned_and_from_scratch(search
     again = load_trainer(model_config(config, planned[1]).model_dir)  # the dir holds the supernet's weights
     assert int(again.optimizer.iterations) == 0 and again.evaluate()["top1"] == pytest.approx(inherited["top1"])
     assert [row["step"] for row in inherited["history"]] == [0] and inherited["eval_correct"]
+    export = tmp_path / "export"  # the inherited net leaves as any model dir does: exported with parity
+    amoeba_here("evaluate", f"--model_dir={model_config(config, planned[1]).model_dir}", f"--export_dir={export}",
+                "--export_format=saved_model,tflite")
+    parity = json.load(open(export / "parity.json"))
+    assert parity["tflite"]["top1_agreement"] == 1.0 and parity["tflite"]["eval_images"] == 200
+    assert parity["tflite"]["top1"] == parity["saved_model"]["top1"]  # each file's own, from the JPEG bytes
     assert results[f"{name}-fine-tuned"]["steps"] == 2 and results[name]["steps"] == 3  # of 900 images, 64 a step
     table = comparison_table(config, planned, {})
     assert list(table.status) == ["ok"] * 3 and table.val_images.tolist() == [100] * 3

@@ -142,17 +142,6 @@ def test_promote_shows_the_same_net_inherited_fine_tuned_and_from_scratch(search
     assert "; fine-tuned from them 0.1 epochs (" in sentence and "; trained from scratch 0.2 epochs (" in sentence
 
 
-def test_a_recipe_that_cannot_take_the_inherited_weights_plans_no_inherited_row(search, tmp_path, capsys):
-    from experiments.promote.driver import PromoteConfig
-    from experiments.promote.promote_plan import open_plan
-
-    out, _, proxy, _ = search
-    recipe = {"image_size": 24, "num_epochs": 1.0}
-    config = PromoteConfig(output_dir=str(tmp_path / "p"), data=proxy.data, recipe=recipe, search_dirs=(out,), top_k=1)
-    assert [m.kind for m in open_plan(config)] == ["searched"]
-    assert "no inherited row (the supernet trained at 16 pixels, the recipe's --image_size is 24)" in capsys.readouterr().out
-
-
 def _write(search_dir, trial_id, model_dir):
     from experiments.commands.inherit import write_subnet_model_dir
     return write_subnet_model_dir(search_dir, trial_id, model_dir, 1.0)

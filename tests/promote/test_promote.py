@@ -331,6 +331,27 @@ def test_fine_tuning_is_refused_when_no_promoted_net_inherits_weights(tmp_path):
     assert not os.path.exists(tmp_path / "p" / "promote_plan.json")
 
 
+def test_a_recipe_that_cannot_take_a_supernets_weights_plans_no_inherited_row(tmp_path, capsys):
+    from core.proxy_config import ProxyConfig
+    from searchspace.convnet import AIRBENCH94
+
+    folder = tmp_path / "s"
+    os.makedirs(folder)
+    search = SearchConfig(output_dir=str(folder), proxy_space="convnet", proxy=ProxyConfig(image_size=16),
+                          max_trials=1, population_size=1, sample_size=1,
+                          initial=(AIRBENCH94.to_json(),)).new_algorithm(str(folder / "journal.jsonl"))
+    search.tell(search.ask().trial_id, {"val_accuracy": 0.5})
+    search.close()
+    proxy = {"dataset": "prepared", "data": str(tmp_path / "data"), "image_size": 16}
+    (folder / "search_config.json").write_text(json.dumps({"evaluator": "supernet", "proxy": proxy}))
+    fits = _config(tmp_path, search_dirs=(str(folder),), top_k=1, baselines=())
+    assert [m.kind for m in open_plan(fits)] == ["searched", "inherited"]  # at the supernet's 16 pixels
+    wider = _config(tmp_path, search_dirs=(str(folder),), top_k=1, baselines=(), output_dir=str(tmp_path / "q"))
+    wider = dataclasses.replace(wider, recipe={**wider.recipe, "image_size": 24})
+    assert [m.kind for m in open_plan(wider)] == ["searched"]
+    assert "no inherited row (the supernet trained at 16 pixels, the recipe's --image_size is 24)" in capsys.readouterr().out
+
+
 def test_a_searched_net_that_builds_a_baselines_network_trains_once_as_it(tmp_path):
     from core import storage
     from core.proxy_config import ProxyConfig

@@ -54,10 +54,17 @@ def tta_logits(logits_of: Callable[[tf.Tensor], tf.Tensor], images: tf.Tensor, v
     return 0.5 * mirrored + 0.25 * up_left + 0.25 * down_right
 
 
+def top1_right(labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
+    """bool per row: the argmax of `logits` is `labels`, ties going to the first class, as an
+    exported file's prediction and the search's evaluation count it (tf.math.in_top_k counts a tie
+    as right for every tied class: a net with equal logits scored above what its export serves)."""
+    return tf.equal(tf.argmax(tf.cast(logits, tf.float32), -1, output_type=tf.int32), tf.cast(labels, tf.int32))
+
+
 def per_image_correct(labels: tf.Tensor, logits: tf.Tensor, weights: tf.Tensor) -> tf.Tensor:
     """int32 per row of a batch (a type every strategy's gather takes): 1 where the top-1 is
     `labels`, 0 where not, -1 for a padding row (weight 0), dropped once the batches are joined."""
-    right = tf.cast(tf.math.in_top_k(labels, tf.cast(logits, tf.float32), 1), tf.int32)
+    right = tf.cast(top1_right(labels, logits), tf.int32)
     return tf.where(weights > 0, right, tf.constant(-1, tf.int32))
 
 

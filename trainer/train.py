@@ -27,7 +27,7 @@ from core import storage
 from core.proxy_config import PRECISIONS
 from core.train_config import PROGRESS, TrainConfig, config_from_saved
 from trainer.batch_norm import set_batch_norm
-from trainer.evaluation import per_image_correct, tta_logits
+from trainer.evaluation import per_image_correct, top1_right, tta_logits
 from trainer.fast_recipe import Lookahead, ParameterGroups, freeze_step, per_example_loss
 from trainer.models import build_model, init_from_data, model_report, model_spec, split_outputs
 from trainer.nasnet import set_training_progress
@@ -137,7 +137,7 @@ class Trainer(Scoring):
 
     def _sums(self, labels, logits, per_example, weights):
         logits = tf.cast(logits, tf.float32)
-        top1 = tf.cast(tf.math.in_top_k(labels, logits, 1), tf.float32)
+        top1 = tf.cast(top1_right(labels, logits), tf.float32)  # ties: the first class, as an export serves
         top5 = tf.cast(tf.math.in_top_k(labels, logits, min(5, self.info.num_classes)), tf.float32)
         return tf.stack([tf.reduce_sum(per_example * weights), tf.reduce_sum(top1 * weights),
                          tf.reduce_sum(top5 * weights), tf.reduce_sum(weights)])

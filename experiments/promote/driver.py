@@ -27,7 +27,8 @@ from experiments.tracking.hparams import tune_without_tensorboard, write_promote
 from experiments.tracking.mlflow_log import log_exported_model, log_promoted_models
 from experiments.layout import RESULT
 from experiments.promote.promote_config import PromoteConfig
-from experiments.promote.promote_plan import FINE_TUNED, INHERITED, PlannedModel, model_config, open_plan
+from experiments.promote.comparison import FINE_TUNED, INHERITED
+from experiments.promote.promote_plan import PlannedModel, model_config, open_plan
 from experiments.promote.noise import wilson_interval
 from experiments.search.resources import trial_resources
 from experiments.promote.targets import parse_column, to_targets

@@ -181,6 +181,14 @@ class ProxyConfig:
                 "every --epochs_per_eval on --target_clock as a --target_accuracy candidate is, its target_curve "
                 "recorded; no target and no stop (its curve sets the search's target).",
         "flag": False, "api": False})
+    stop_after_s: float = field(default=0.0, metadata={
+        "help": "A --target_accuracy candidate's own earlier stop, on --target_clock: past the search's best time to "
+                "target so far x --stop_margin it cannot win, and stops as a miss (set per trial by the search: "
+                "evolution/target_race.py; 0: at --target_seconds).", "flag": False, "api": False})
+    stop_below: tuple[float, ...] = field(default=(), metadata={
+        "help": "A --target_accuracy candidate's predicted miss: at its i-th evaluation, an accuracy under the i-th "
+                "value (0: no bound) stops it as a miss (set per trial by the search: evolution/target_race.py).",
+        "flag": False, "api": False})
     latency_runtime: str = field(default="keras", metadata={
         "help": "What measures latency_ms (batch 1, median of 10 calls, before training): keras (the traced Keras "
                 "model in TensorFlow) or tflite (the network converted to TFLite, run by LiteRT's interpreter: "
@@ -246,6 +254,12 @@ class ProxyConfig:
                              "(one that does not is ranked after every one that did)")
         if self.target_seconds and not self.target_accuracy:
             raise ValueError("target_seconds: only with --target_accuracy")
+        object.__setattr__(self, "stop_below", tuple(float(bound) for bound in self.stop_below))
+        if (self.stop_after_s or self.stop_below) and not self.target_accuracy:
+            raise ValueError("stop_after_s, stop_below: a --target_accuracy candidate's stops; only with it")
+        if self.stop_after_s < 0 or any(not 0 <= bound < 1 for bound in self.stop_below):
+            raise ValueError(f"stop_after_s, stop_below: seconds >= 0 and accuracies in [0, 1), got "
+                             f"{self.stop_after_s}, {list(self.stop_below)}")
         if self.calibration and (self.target_accuracy or self.target_seconds or self.train_seconds):
             raise ValueError("calibration: trains the --epochs schedule to its end, with no target, time limit "
                              "or --train_seconds")

@@ -39,6 +39,7 @@ from evolution.records import Measure, Outcome, Trial, genotype_of
 from evolution.repeats import RepeatBook
 from evolution.rungs import Rungs
 from evolution.rungs import rung_rule as rule_named
+from evolution.target_race import TargetRace
 from searchspace import SearchSpace
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,7 @@ class SearchAlgorithm(RungBook, RepeatBook):
         measure: Measure | None = None,
         initial: Sequence[Any] = (),
         repeats: str = "train",
+        race: TargetRace | None = None,
         **params: Any,
     ) -> None:
         if mode not in ("max", "min"):
@@ -89,6 +91,7 @@ class SearchAlgorithm(RungBook, RepeatBook):
         self.measured: dict[str, dict[str, float]] = {}  # figures from `measure`, by genotype key
         self._measured_since: list[str] = []  # keys measured since the last ask event (children passed over)
         self.rejected = 0  # proposals turned down for breaking a limit
+        self.race = race  # a time-to-target search's stops and screen (evolution/target_race.py)
         self.seed, self.objective, self.mode = seed, objective, mode
         if reward is not None:
             reward.check(objective, mode)
@@ -151,6 +154,7 @@ class SearchAlgorithm(RungBook, RepeatBook):
             "limits": self.limits.to_config(),
             "initial": [g.to_json() for g in self.initial],
             "repeats": self.repeats,
+            "race": self.race.to_config() if self.race else None,
         }
 
     @property
@@ -196,7 +200,9 @@ class SearchAlgorithm(RungBook, RepeatBook):
         self._write({"event": "ask", "trial_id": trial.trial_id, "parent_id": trial.parent_id,
                      "mutation": trial.mutation, "genotype": trial.genotype.to_json(),
                      **({"figures": self.measured[key]} if key in self.measured else {}),
-                     **({"measured": passed_over} if passed_over else {})})
+                     **({"measured": passed_over} if passed_over else {}),
+                     **({"stops": trial.stops} if trial.stops else {}),
+                     **({"screened": trial.screened} if trial.screened else {})})
         return trial, True
 
     def requeue(self, trial_id: int) -> bool:
@@ -255,6 +261,11 @@ class SearchAlgorithm(RungBook, RepeatBook):
         paused = set(self.paused())
         return [t for t in self.trials if t not in self.outcomes and t not in paused]
 
+    @property
+    def screened_out(self) -> int:
+        """Children a screen passed over, untrained (evolution/target_race.py)."""
+        return sum(len(trial.screened) for trial in self.trials.values())
+
     def completed(self) -> int:
         """Results the search paid for (a reused result is not one: evolution/repeats.py)."""
         return self.charged()
@@ -299,6 +310,8 @@ class SearchAlgorithm(RungBook, RepeatBook):
                 trial = self._propose(len(self.trials))
             broken = self.limits.violations(self._figures(trial.genotype)) if self.limits else []
             if not broken:
+                if self.race is not None:  # from the results so far: a replay sets the same
+                    trial = replace(trial, stops=self.race.stops(self.outcomes))
                 self.trials[trial.trial_id] = trial
                 return trial
             self.rejected += 1

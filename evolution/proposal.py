@@ -81,7 +81,11 @@ class Tournament:
         if len(algorithm.population) < self.population_size:
             return Trial(trial_id, algorithm.space.sample(algorithm.rng), None, "random")
         parent_id = self.parent(algorithm)
-        child, description = algorithm.space.mutate(algorithm.trials[parent_id].genotype, algorithm.rng)
+        parent = algorithm.trials[parent_id].genotype
+        if algorithm.race is not None and algorithm.race.screen_children > 1:  # evolution/target_race.py
+            child, description, others = algorithm.race.screened(algorithm, parent)
+            return Trial(trial_id, child, parent_id, description, screened=tuple(others))
+        child, description = algorithm.space.mutate(parent, algorithm.rng)
         return Trial(trial_id, child, parent_id, description)
 
 

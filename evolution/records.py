@@ -22,6 +22,8 @@ class Trial:
     parent_id: int | None
     mutation: str  # "random" for a sampled genotype, else the space's mutation description
     start_rung: int = 0  # with rungs: the rung this hand-out trains from (> 0: a continued or re-issued trial)
+    stops: Mapping[str, Any] | None = None  # a time-to-target search's stops for it (evolution/target_race.py)
+    screened: tuple[Mapping[str, Any], ...] = ()  # the children a screen passed over for it, with their scores
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from evolution.journal import Journal, JournalError, JournalLock, read_journal
 from evolution.objectives import MnasReward
 from evolution.records import Measure, Outcome, Trial, as_json
 from evolution.rungs import Rungs
+from evolution.target_race import TargetRace
 from searchspace import RecordedSpace, space_from_config
 
 log = logging.getLogger(__name__)
@@ -69,7 +70,8 @@ class _Replay:
 
     def recorded_trial(self, event: dict[str, Any]) -> Trial:
         genotype = self.algorithm.space.genotype_from_json(event["genotype"])
-        return Trial(event["trial_id"], genotype, event.get("parent_id"), event.get("mutation", "random"))
+        return Trial(event["trial_id"], genotype, event.get("parent_id"), event.get("mutation", "random"),
+                     stops=event.get("stops"), screened=tuple(event.get("screened", ())))
 
     def ask(self, event: dict[str, Any]) -> None:
         algorithm, trial_id = self.algorithm, event["trial_id"]
@@ -80,7 +82,8 @@ class _Replay:
             algorithm.trials[trial_id] = self.recorded_trial(event)
             return
         trial = algorithm._new_trial()
-        if trial.trial_id != trial_id or as_json(trial.genotype.to_json()) != event["genotype"]:
+        if (trial.trial_id != trial_id or as_json(trial.genotype.to_json()) != event["genotype"]
+                or as_json(trial.stops or {}) != event.get("stops", {})):
             self.fail_or_skip(f"replay diverged: trial {trial_id} does not match what the algorithm proposes",
                               "trial {} differs from the replay; taken as written", trial_id)
             del algorithm.trials[trial.trial_id]
@@ -146,7 +149,7 @@ def _build(start: dict[str, Any], path: str, lenient: bool, measure: Measure | N
                         rungs=Rungs.from_config(start.get("rungs")), rung_rule=start.get("rung_rule"),
                         reward=MnasReward.from_config(start.get("reward")), limits=start.get("limits"),
                         measure=measure, initial=start.get("initial", ()), repeats=start.get("repeats", "train"),
-                        **start["params"])
+                        race=TargetRace.from_config(start.get("race")), **start["params"])
     except (KeyError, TypeError, ValueError) as err:
         raise JournalError(f"{path}:1: bad start event: {err}") from None
     algorithm.started_at = start.get("time")

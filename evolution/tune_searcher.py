@@ -114,6 +114,8 @@ class EvolutionSearcher(Searcher):
                           start_rung=len(self.algorithm.rung_results.get(trial.trial_id, ())))
         if self.algorithm.limits:
             config["limits"] = self.algorithm.limits.to_config()
+        if trial.stops:  # a time-to-target candidate's own stops (evolution/target_race.py)
+            config["stops"] = dict(trial.stops)
         return config
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:

@@ -89,6 +89,24 @@ def hashed_fitness(key: str) -> float:
     return int(hashlib.sha256(key.encode()).hexdigest()[:12], 16) / 16**12
 
 
+def race_metrics(key: str, stops: dict | None = None, target: float = 0.5) -> dict:
+    """A time-to-target trial's metrics, deterministic per key: four evaluations 10 s apart whose
+    accuracy climbs to a hashed ceiling, cut where `stops` (evolution/target_race.py) stop it."""
+    from evolution.target_race import stop_point
+
+    ceiling = 0.3 + 0.4 * hashed_fitness(key)
+    curve = [[10.0 * k, round(ceiling * k / 4, 4)] for k in range(1, 5)]
+    reached = next((i for i, (_, accuracy) in enumerate(curve) if accuracy >= target), None)
+    stopped = stop_point(curve, stops or {}, target)
+    if stopped:
+        reached, curve = None, [point for point in curve if point[0] <= stopped[0]] or curve[:1]
+    curve = curve[:reached + 1] if reached is not None else curve
+    best = max(accuracy for _, accuracy in curve)
+    time = curve[-1][0] if reached is not None else None
+    return {"seconds_to_target": time if time is not None else 40.0 * (1 + target - best),
+            "time_to_target_s": time, "target_curve": curve}
+
+
 def run_fake(algorithm, n: int, fitness=hashed_fitness) -> list:
     """Ask and tell `n` trials in order with a fake evaluator; return the trials."""
     trials = []

@@ -33,7 +33,7 @@ def race(monkeypatch, step_s: float, eval_s: float, accuracies: list[float], pro
     monkeypatch.setattr(candidate_loop, "time", clock)
     run = ProxyTraining.__new__(ProxyTraining)  # the loop's state without a network
     run.proxy, run.eval_steps, run.t_train, run.eval_times = proxy, 1, 0.0, []
-    run.curve, run.reached_s, run.last_evaluation, run.evaluated_steps = [], None, None, -1
+    run.curve, run.reached_s, run.last_evaluation, run.evaluated_steps, run.stop_reason = [], None, None, -1, ""
     run.first_step_seconds, run.step_seconds, run.sorted_steps = step_s + trace_s, [], []
     scores = iter(accuracies)
 
@@ -163,3 +163,21 @@ def test_the_calibrations_run_is_evaluated_as_a_candidate_is_and_never_stops(mon
     for wrong in ({"target_accuracy": 0.5, "target_seconds": 10.0}, {"train_seconds": 5.0}):
         with pytest.raises(ValueError, match="calibration: trains the --epochs schedule to its end"):
             ProxyConfig(calibration=True, **wrong)
+
+
+def test_the_searchs_stops_end_a_candidate_early_as_a_miss_and_say_why(monkeypatch):
+    """Issue 55: past the incumbent's time x the margin (stop_after_s) a candidate cannot win; under
+    its curve bound (stop_below) it is predicted to miss. Either stops it, scored by the accuracy it
+    lacks, as at its time limit; a hit before either is a hit."""
+    past = race(monkeypatch, 3.0, 0.0, [0.5, 0.6, 0.65, 0.71], replace(PROXY, stop_after_s=6.0))
+    assert past["stop_reason"] == "past the incumbent" and past["evaluations"] == 2
+    assert past["seconds_to_target"] == pytest.approx(T * 1.1)  # lacked 0.1 at its best, 0.6
+    below = race(monkeypatch, 3.0, 0.0, [0.5, 0.52, 0.71], replace(PROXY, stop_below=(0.4, 0.55)))
+    assert below["stop_reason"] == "predicted miss" and below["evaluations"] == 2
+    assert below["seconds_to_target"] == pytest.approx(T * 1.18)
+    hit = race(monkeypatch, 3.0, 0.0, [0.5, 0.71], replace(PROXY, stop_after_s=6.0, stop_below=(0.4, 0.55)))
+    assert hit["stop_reason"] == "target" and hit["time_to_target_s"] == 6.0
+    assert race(monkeypatch, 3.0, 0.0, [0.5] * 5)["stop_reason"] == "time limit"
+    for wrong in ({"stop_after_s": 5.0}, {"stop_below": (0.5,)}):
+        with pytest.raises(ValueError, match="only with it"):
+            ProxyConfig(**wrong)

@@ -20,7 +20,8 @@ loss, out of memory, timeout) raise `CandidateFailed`. This module must not impo
 With `proxy.target_accuracy` the clock is `amoeba promote`'s (DAWNBench's): training and its
 evaluations, to the end of the first evaluation at or over the target (`target_clock` steady: at
 the median step and evaluation); a hit is one under `target_seconds` on that clock, which stops the
-candidate once past it (core/proxy_config.py scores hits and misses). `proxy.calibration` runs alike
+candidate once past it (core/proxy_config.py scores hits and misses), as the search's own stops do:
+past its incumbent's time (`stop_after_s`) or under its curve bound (`stop_below`; `stop_reason` says which). `proxy.calibration` runs alike
 with no target and no stop. With a `state_dir` the loop keeps a progress file there
 (`StepProgress`), which the search's progress line reads.
 """
@@ -86,6 +87,7 @@ class ProxyTraining:
         self.eval_times: list[float] = []  # each --target_accuracy evaluation's seconds in this rung
         self.curve: list[tuple[float, float]] = []
         self.reached_s: float | None = None
+        self.stop_reason = ""  # why a --target_accuracy candidate stopped before its epochs' end
         self.last_evaluation: dict[str, Any] | None = None
         self.evaluated_steps = -1
 
@@ -209,7 +211,26 @@ class ProxyTraining:
         evaluates alike and never stops."""
         if rung_steps % self.eval_steps == 0 or self._time_is_up(rung_steps):
             self._evaluate_on_the_way(rung_steps)
-        return self.reached_s is not None or self._time_is_up(rung_steps)
+        if self.reached_s is not None:
+            self.stop_reason = "target"
+        elif self._predicted_miss():
+            self.stop_reason = "predicted miss"
+        elif self._time_is_up(rung_steps):
+            self.stop_reason = ("past the incumbent" if self._limit() < self.proxy.target_seconds
+                                else "time limit")
+        return bool(self.stop_reason)
+
+    def _predicted_miss(self) -> bool:
+        """The search's curve rule (ProxyConfig.stop_below): the latest evaluation's accuracy is under
+        its bound, so the candidate is predicted to miss (evolution/target_race.py)."""
+        i, bounds = len(self.curve) - 1, self.proxy.stop_below
+        return 0 <= i < len(bounds) and self.curve[i][1] < bounds[i]
+
+    def _limit(self) -> float:
+        """The candidate's time limit on its clock: target_seconds, or the search's earlier stop past
+        its incumbent (ProxyConfig.stop_after_s); 0: none (the calibration's run)."""
+        limits = [s for s in (self.proxy.target_seconds, self.proxy.stop_after_s) if s]
+        return min(limits) if limits else 0.0
 
     def _clock(self, rung_steps: int) -> float:
         """--target_accuracy's time after `rung_steps` steps and the evaluations so far: the wall
@@ -233,11 +254,11 @@ class ProxyTraining:
         """Whether the candidate's budget, target_seconds, is spent on the clock its hit is judged on
         (with target_clock steady: once a steady step has set the pace, not on the trace); never for
         the calibration's run, which has none."""
-        if not self.proxy.target_seconds:
+        if not self._limit():
             return False
         if self.proxy.target_clock == "steady" and not self.step_seconds:
             return False
-        return self._clock(rung_steps) >= self.proxy.target_seconds
+        return self._clock(rung_steps) >= self._limit()
 
     def _evaluate_on_the_way(self, rung_steps: int) -> None:
         evaluation = self.evaluate()
@@ -268,7 +289,7 @@ class ProxyTraining:
         if self.proxy.calibration:  # no target: its curve is scored by the search it calibrates
             return curve
         return {"seconds_to_target": self.proxy.seconds_to_target(self.reached_s, best),
-                "time_to_target_s": self.reached_s, **curve}
+                "time_to_target_s": self.reached_s, "stop_reason": self.stop_reason or "epochs", **curve}
 
     def evaluate(self) -> dict[str, float | None]:
         """Accuracy and mean loss on the validation images (of the averaged weights with

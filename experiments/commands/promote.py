@@ -26,8 +26,9 @@ from absl import app, flags
 from core.export_formats import check_runtimes
 from experiments.promote.comparison import comparison_text, same_net_sentences
 from experiments.export_flags import exported_lines
-from experiments.promote.driver import PromoteConfig, export_winner, run_promote
-from experiments.promote.promote_plan import default_match_params, own_size_searches
+from experiments.promote.driver import PromoteConfig, export_winner, histories, run_promote, step_seconds
+from experiments.promote.promote_plan import default_match_params, open_plan, own_size_searches
+from experiments.promote.seed_race import seed_race_sentences
 from experiments.recipe_flags import define_recipe_flags, recipe_from_flags
 from experiments.search.resources import ClusterTooSmall
 from experiments.settings import build, define_flags, flag_settings
@@ -76,6 +77,8 @@ def main(args: list[str]) -> None:
     print(comparison_text(table))
     for sentence in same_net_sentences(table):
         print(sentence)
+    if config.race_seeds > 1:  # the race at each net's own pace, beside the wall clock's
+        print(" ".join(seed_race_sentences(table, histories(config, open_plan(config)), step_seconds(config.output_dir))))
     print(f"wrote {os.path.join(FLAGS.output_dir, 'comparison.csv')} and comparison.json")
     if config.export_dir:
         try:

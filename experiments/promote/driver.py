@@ -6,7 +6,7 @@ The plan (which models, at which filters: experiments/promote/promote_plan.py) i
 `promote_plan.json`; a rerun with the same settings trains only the models without a
 `result.json`, each resuming from its checkpoint. Models train in `OUTPUT_DIR/models/NAME` (an
 `amoeba train` model_dir: `amoeba evaluate`, `export` and TensorBoard work on it). This module must
-not parse flags; TensorFlow is imported only in the trials and to export.
+not parse flags; TensorFlow is imported only in the trials, to export and to time the racers' steps.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from experiments.layout import RESULT
 from experiments.promote.promote_config import PromoteConfig
 from experiments.promote.comparison import FINE_TUNED, INHERITED
 from experiments.promote.promote_plan import PlannedModel, model_config, open_plan
+from experiments.promote.seed_race import STEP_SECONDS, racers
 from experiments.promote.noise import wilson_interval
 from experiments.search.resources import trial_resources
 from experiments.promote.targets import parse_column, to_targets
@@ -36,6 +37,7 @@ from core import storage
 from core.correct_images import read_correct
 from core.train_config import PROGRESS, config_from_saved
 
+TIMED_STEPS = 8  # steps a racer's step is timed over in each round, after its trace (--race_seeds)
 RESULT_KEY = "promote_result"  # the trial's result.json, as JSON text in its Tune report
 COMPARISON_COLUMNS = [
     "name", "kind", "model", "status", "params", "multiply_adds", "top1", "top1_low", "top1_high", "eval_images",
@@ -167,12 +169,37 @@ def run_promote(config: PromoteConfig, trainable: Any = None) -> pd.DataFrame:
         finally:
             if started_ray:
                 ray.shutdown()
+    if config.race_seeds > 1 and not errors:
+        time_racers(config, planned)
     table = comparison_table(config, planned, errors)
     write_comparison(config.output_dir, table)
     write_promote_hparams(config.output_dir, table.to_dict("records"))  # TensorBoard's HParams dashboard
     if config.mlflow_tracking_uri:
         log_promoted_models(config.output_dir, config.mlflow_tracking_uri, table.to_dict("records"))
     return table
+
+
+def time_racers(config: PromoteConfig, planned: list[PlannedModel]) -> dict[str, list[float]]:
+    """The racers' training steps timed interleaved (trainer/step_timing.py), once: written to the
+    promote dir's STEP_SECONDS and read back by a rerun."""
+    path = storage.join(config.output_dir, STEP_SECONDS)
+    names = [m.name for m in racers(planned)]
+    if storage.exists(path) and sorted(storage.read_json(path)["seconds"]) == sorted(names):
+        return storage.read_json(path)["seconds"]
+    from trainer.records import read_metadata
+    from trainer.step_timing import interleaved_step_seconds
+
+    print(f"timing the training steps of {', '.join(names)} interleaved, {config.step_rounds} rounds", flush=True)
+    seconds = interleaved_step_seconds({m.name: model_config(config, m) for m in racers(planned)},
+                                       read_metadata(config.data).num_classes, config.step_rounds, TIMED_STEPS)
+    storage.write_json(path, {"rounds": config.step_rounds, "steps": TIMED_STEPS, "seconds": seconds})
+    return seconds
+
+
+def step_seconds(output_dir: str) -> dict[str, list[float]]:
+    """The promote's interleaved step timings (time_racers'), none when it has not timed them."""
+    path = storage.join(output_dir, STEP_SECONDS)
+    return storage.read_json(path)["seconds"] if storage.exists(path) else {}
 
 
 def _tune_storage(output_dir: str) -> str:

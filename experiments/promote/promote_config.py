@@ -52,6 +52,12 @@ class PromoteConfig:
                                            "each is also fine-tuned E epochs from them under the recipe (its "
                                            "schedule over E epochs): rows inherited, fine-tuned and from scratch "
                                            "of the same net.")
+    race_seeds: int = _setting(1, "Each search's pick and each baseline trained at this many seeds (--seed, "
+                                  "--seed+1, ...; rows NAME-seedS), and their training steps timed interleaved in "
+                                  "--step_rounds rounds: the race's figure at each net's own pace, steps to the target "
+                                  "x the step, with an interval over seeds and rounds, beside the wall clock's "
+                                  "(experiments/promote/seed_race.py; 1: the wall clock's only).")
+    step_rounds: int = _setting(5, "With --race_seeds: rounds of the interleaved step timing.")
     at_target: float | None = _setting(None, "Promote each search's trials ranked again at this accuracy, under "
                                              "its --target_accuracy, by their times to it from their "
                                              "evaluations, without training (amoeba results --at_target; a "
@@ -104,6 +110,8 @@ class PromoteConfig:
             raise ValueError("nothing to promote: give --search_dir, --baselines or both")
         if self.top_k < 0:
             raise ValueError(f"top_k: must be 0 or more, got {self.top_k}")
+        if self.race_seeds < 1 or self.step_rounds < 1:
+            raise ValueError(f"race_seeds, step_rounds: at least 1, got {self.race_seeds}, {self.step_rounds}")
         if not self.finetune_epochs >= 0:
             raise ValueError(f"finetune_epochs: 0 (none) or more epochs, got {self.finetune_epochs}")
         if self.at_target is not None and not (self.search_dirs and 0 < self.at_target < 1):

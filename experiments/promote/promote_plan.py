@@ -23,6 +23,7 @@ from experiments.layout import CONFIG, JOURNAL, PLAN
 from experiments.search.results import searched_target
 from experiments.promote.comparison import FINE_TUNED, INHERITED
 from experiments.promote.promote_config import PromoteConfig, baseline_model, with_new_recipe_fields
+from experiments.promote.seed_race import with_seed_runs
 from core import storage
 from core.train_config import TrainConfig, at_epochs, genotype_model
 
@@ -166,7 +167,10 @@ def plan_models(config: PromoteConfig) -> list[PlannedModel]:
     for b in config.baselines:
         model, width = baseline_model(b)
         planned.append(PlannedModel(name=b, kind="baseline", model=model, width_multiplier=width))
-    return with_twins_marked(config, planned)
+    planned = with_twins_marked(config, planned)
+    if config.race_seeds > 1:  # the race at each net's own pace (experiments/promote/seed_race.py)
+        planned = with_seed_runs(planned, int(config.recipe.get("seed") or 0), config.race_seeds)
+    return planned
 
 
 def with_inherited(config: PromoteConfig, planned: list[PlannedModel]) -> list[PlannedModel]:

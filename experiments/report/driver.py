@@ -29,7 +29,8 @@ from experiments.promote.comparison import (comparison_text, promote_verdict, ra
                                             top5_trivial)
 from experiments.promote.headline import headline
 from experiments.layout import CONFIG, JOURNAL, PLAN, RESULT
-from experiments.promote.driver import read_comparison
+from experiments.promote.driver import read_comparison, step_seconds
+from experiments.promote.seed_race import seed_race_sentences
 from experiments.promote.promote_plan import best_distinct_trials
 from experiments.report.report_figures import (  # noqa: F401 - pareto_front: its public name here too
     cell_figure, duration, has_rungs, pareto_figure, pareto_front, progress_figure, seconds_since_start,
@@ -332,7 +333,8 @@ def _promote_sections(promotes: list[PromoteRun], body: list[str], text: list[st
         if verdict:
             body.append(f"<p><b>{html.escape(verdict)}</b></p>")
             text.append(verdict)
-        for sentence in rank_agreement(run.table) + same_net_sentences(run.table):
+        seeded = seed_race_sentences(run.table, run.histories, step_seconds(run.folder))
+        for sentence in rank_agreement(run.table) + same_net_sentences(run.table) + [" ".join(seeded)] * bool(seeded):
             body.append(f"<p>{html.escape(sentence)}</p>")
             text.append(sentence)
     kinds = [(f"{r.name}: {kind}", r.table[r.table.kind == kind]) for r in promotes for kind in ("searched",

@@ -198,12 +198,13 @@ def _run_tuners(config: SearchConfig, algorithm: SearchAlgorithm, breaker: Circu
     checkpoint_root = os.path.abspath(os.path.join(config.output_dir, CHECKPOINTS))  # each trial's state dir
     progress = ProgressCallback(algorithm, config.max_trials, every_s=config.progress_every_s,
                                 trial_dir=lambda trial_id: checkpoint_dir(checkpoint_root, trial_id))
-    part = 0
+    part, started = 0, time.monotonic()
+    spent = lambda: bool(config.time_budget_s) and time.monotonic() - started >= config.time_budget_s  # noqa: E731
     try:
-        while not halted() and (left := config.max_trials - algorithm.completed()) > 0:
+        while not halted() and not spent() and (left := config.max_trials - algorithm.completed()) > 0:
             before, part = algorithm.completed(), part + 1
             searcher = EvolutionSearcher(algorithm, min(left, config.trials_per_tuner), on_tell=record,
-                                         failure_reason=failure_reason, should_stop=halted,
+                                         failure_reason=failure_reason, should_stop=lambda: halted() or spent(),
                                          checkpoint_root=checkpoint_root)
             with tune_without_tensorboard():  # TensorBoard: each trial once, as experiments/tracking/hparams.py writes it
                 _tuner(config, algorithm, searcher, trainable, resources, concurrent,
@@ -345,6 +346,8 @@ def on_result(algorithm: SearchAlgorithm, trial_id: int, config: SearchConfig) -
     origin = trial.mutation if trial.parent_id is None else f"child of {trial.parent_id}: {trial.mutation}"
     if outcome.status == "ok":
         result = describe_result(algorithm, outcome.metrics)
+        if outcome.metrics.get("stop_reason") in ("past the incumbent", "predicted miss"):
+            result += f" (stopped early: {outcome.metrics['stop_reason']})"
     else:
         result = f"{outcome.status.upper()} ({outcome.error})"
     best_trial, best_outcome = ranking.best(algorithm) or (None, None)

@@ -47,6 +47,10 @@ def status_line(algorithm: SearchAlgorithm, max_trials: int, stopped: bool = Fal
         best_text = f"best {algorithm.score(best[1].metrics):.4f} (trial {best[0].trial_id}{on})"
     over = f", {infeasible} infeasible" if infeasible else ""
     over += f", {algorithm.reused()} reused" if algorithm.reused() else ""
+    early = sum(o.metrics.get("stop_reason") in ("past the incumbent", "predicted miss")
+                for o in algorithm.outcomes.values() if o.reused_from is None)
+    over += f", {early} stopped early" if early else ""
+    over += f", {algorithm.screened_out} screened out" if algorithm.screened_out else ""
     flight = (f"{running} in flight when it stopped (re-issued on resume)" if stopped and running
               else f"{running} running")
     return f"{done}/{max_trials} done ({failed} failed{over}), {flight}, {left} left; {best_text}"

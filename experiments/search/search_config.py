@@ -20,6 +20,7 @@ from evolution.params import ParetoParams
 from experiments.tracking.mlflow_log import check_mlflow
 from evolution.repeats import REPEATS
 from evolution.rungs import RUNG_RULES, Rungs
+from evolution.target_race import SCREEN_SCORES, TargetRace
 from experiments.settings import FREE, JOURNAL as BY_JOURNAL
 from searchspace import NasNetMacroSpace, SearchSpace, convnet_space, space_from_config
 from searchspace.supernet import ELASTIC_MUTATIONS, not_shared, supernet_space
@@ -28,6 +29,9 @@ from core.proxy_config import PRECISIONS, PROXY_DATASETS, PROXY_RENAMED, ProxyCo
 SEARCH_RUNG_RULES = tuple(name for name, rule in RUNG_RULES.items() if not rule.pauses)  # a paused trial: not via Tune
 log = logging.getLogger(__name__)
 TIME_TO_TARGET = "seconds_to_target"  # the proxy's objective with --target_accuracy (mode min)
+# A time-to-target search's race (evolution/target_race.py): the defaults measured on recorded
+# curves and trained nets (benchmarks/target_stops.py; benchmarks/README.md)
+STOP_MARGIN, MISS_SLACK, SCREEN_CHILDREN, SCREEN_SCORE = 1.0, -1.0, 1, "surrogate"
 
 
 def _setting(default: Any, help: str, on_resume: str = "compared", **meta: Any) -> Any:
@@ -76,6 +80,8 @@ class SearchConfig:
     initial_last: bool = _algo_param("initial_last")
     tournament: str = _algo_param("tournament")
     offspring: int = _algo_param("offspring")
+    time_budget_s: float = _runs(0.0, "Hand out no new trial once this run of the search has lasted this many "
+                                      "seconds; those in flight finish (0: no limit).")
     max_concurrent: int = _runs(0, "Trials trained at the same time (0: as many as the cluster's CPUs, GPUs and "
                                    "TPUs allow for the per-trial amounts).")
     seed: int = _algo(0, "Seed of the search and of candidate training.")
@@ -145,6 +151,18 @@ class SearchConfig:
                                           "target)^latency_weight, the cost being --cost_metric.")
     latency_weight: float = _algo(-0.07, "The reward's exponent w (MnasNet: -0.07).")
     cost_metric: str = _algo("latency_ms", "The reward's cost measure.", choices=sorted(MEASURES))
+    stop_margin: float = _algo(STOP_MARGIN, "With --target_accuracy: a candidate still short of the target when its "
+                                            "clock passes the best time to target so far x this stops, scored as a "
+                                            "miss (it cannot win; 0: off).")
+    miss_slack: float = _algo(MISS_SLACK, "With --target_accuracy: a candidate whose accuracy at an evaluation is "
+                                          "under every hit's at the same evaluation by more than this stops, "
+                                          "predicted to miss (negative: off; evolution/target_race.py).")
+    min_hits: int = _algo(3, "With --miss_slack: the hits evaluated that often before an evaluation has a bound.")
+    screen_children: int = _algo(SCREEN_CHILDREN, "With --target_accuracy: children drawn per mutation; the one "
+                                                  "--screen_score predicts fastest is trained, the others journaled "
+                                                  "untrained (1: no screen).")
+    screen_score: str = _algo(SCREEN_SCORE, "What screens children: " + "; ".join(
+        f"{name}, {score.description}" for name, score in SCREEN_SCORES.items()) + ".", choices=tuple(SCREEN_SCORES))
     proxy: ProxyConfig = field(default_factory=ProxyConfig, metadata={"flatten": PROXY_FLAGS})
     objective: str = _algo("val_accuracy", "The metric a trial reports that the search maximises (mode max) or "
                                            "minimises (mode min).", flag=False)  # the proxy trainer's is fixed
@@ -173,8 +191,9 @@ class SearchConfig:
             raise ValueError(f"mode: 'max' or 'min', got {self.mode!r}")
         if self.trials_per_tuner < 1:
             raise ValueError(f"trials_per_tuner: must be at least 1, got {self.trials_per_tuner}")
-        if self.max_trials < 1 or self.max_concurrent < 0:
-            raise ValueError("max_trials must be at least 1 and max_concurrent at least 0 (0: from resources)")
+        if self.max_trials < 1 or self.max_concurrent < 0 or self.time_budget_s < 0:
+            raise ValueError("max_trials must be at least 1, max_concurrent and time_budget_s at least 0 (0: from "
+                             "resources; no limit)")
         for name in ("cpus_per_trial", "gpus_per_trial", "tpus_per_trial", "max_failures",
                      "max_consecutive_failures"):
             if getattr(self, name) < 0:
@@ -184,6 +203,7 @@ class SearchConfig:
         check_mlflow(self.mlflow_tracking_uri)
         self._check_trainer()
         self._time_to_target_objective()
+        self.race()  # validates its settings
         if self.cost_metric not in MEASURES:
             raise ValueError(f"cost_metric: unknown {self.cost_metric!r}; known: {sorted(MEASURES)}")
         if self.objectives and self.algorithm != "pareto_evolution":
@@ -273,6 +293,12 @@ class SearchConfig:
         return Limits({m: getattr(self, f"max_{m}") for m in LIMITED if getattr(self, f"max_{m}")},
                       {"params": self.min_params} if self.min_params else {})
 
+    def race(self) -> TargetRace | None:
+        """A time-to-target search's stops and screen (the proxy trainer's; None for other searches)."""
+        if not self.proxy.target_accuracy or self.trainable or self.evaluator != "train":
+            return None
+        return TargetRace(self.stop_margin, self.miss_slack, self.min_hits, self.screen_children, self.screen_score)
+
     def reward(self) -> MnasReward | None:
         target = self.latency_target_ms
         return MnasReward(self.cost_metric, target, self.latency_weight) if target else None
@@ -290,7 +316,9 @@ class SearchConfig:
         """With a size limit, or the limit tournament on a size goal: a child's size, built in a Ray
         worker (Ray is up when it is asked)."""
         goals = parse_goals(list(self.objectives), MEASURES)[1:]
-        limited = self.min_params or any(getattr(self, f"max_{m}") for m in SIZE_MEASURES)
+        race = self.race()
+        limited = (self.min_params or any(getattr(self, f"max_{m}") for m in SIZE_MEASURES)
+                   or (race is not None and race.screen_children > 1 and SCREEN_SCORES[race.screen_score].needs_size))
         aimed = self.tournament == "limit" and not self.trainable and any(g.metric in SIZE_MEASURES for g in goals)
         if not (limited or aimed):
             return None
@@ -338,4 +366,5 @@ class SearchConfig:
                               journal_path=journal_path, journal_lock=journal_lock, rungs=rungs,
                               rung_rule=self.rung_rule if rungs else None, reward=self.reward(),
                               limits=self.limits(), measure=self.size_measure(),
-                              objective=self.objective, mode=self.mode, initial=self.initial, repeats=self.repeats)
+                              objective=self.objective, mode=self.mode, initial=self.initial, repeats=self.repeats,
+                              race=self.race())

@@ -211,7 +211,8 @@ def _proxy_data(config: dict[str, Any], proxy: dict[str, Any]) -> tuple[Any, flo
     from core.proxy_config import ProxyConfig
     from trainer.proxy_data import load_proxy_data
 
-    proxy_config = ProxyConfig(**{**proxy, "seed": proxy["seed"] + config["trial_id"]})
+    stops = config.get("stops") or {}  # a time-to-target search's stops for this trial (evolution/target_race.py)
+    proxy_config = ProxyConfig(**{**proxy, "seed": proxy["seed"] + config["trial_id"], **stops})
     t_load = time.perf_counter()
     try:
         load_proxy_data(proxy_config)

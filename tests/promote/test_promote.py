@@ -144,11 +144,17 @@ def test_promote_end_to_end_on_fake_imagenet(tmp_path, shared_ray):
     search = _with_params(str(tmp_path / "search"), [(0.3, 1000), (0.6, 900), (0.5, 800), (0.1, 700)])
     out = tmp_path / "promote"
     command = ["promote", f"--search_dir={search}", "--top_k=1", "--baselines=resnet20", f"--data={data}",
-               f"--output_dir={out}", "--target_top1=0.01", "--cost_per_hour=2", "--max_concurrent=1", *RECIPE]
+               f"--output_dir={out}", "--target_top1=0.01", "--cost_per_hour=2", "--max_concurrent=1",
+               "--race_seeds=2", "--step_rounds=1", *RECIPE]
     first = amoeba(*command)
     table = pd.read_csv(out / "comparison.csv")
     assert "comparing at equal size: each cell's filters are set to match resnet20's parameters" in first.stdout
-    assert list(table.name) == ["search-trial1", "resnet20"]
+    assert list(table.name) == ["search-trial1", "resnet20", "search-trial1-seed1", "resnet20-seed1"]
+    # issue 55, 4: each racer again at seed 1, and their steps timed interleaved: the race at their own pace
+    timed = json.loads((out / "step_seconds.json").read_text())
+    assert timed["rounds"] == 1 and sorted(timed["seconds"]) == ["resnet20", "search-trial1"]
+    assert "At each net's own pace (its training steps to top-1 0.01 at 2 seeds" in first.stdout
+    table = table[table.kind != "seed"]
     assert (table.status == "ok").all()
     resnet = table[table.name == "resnet20"].iloc[0]
     assert resnet.params == 269_332  # ResNet-20 with a 4-class head
@@ -180,7 +186,7 @@ def test_promote_end_to_end_on_fake_imagenet(tmp_path, shared_ray):
     again = amoeba(*command, f"--export_dir={winner_dir}", "--export_format=saved_model,tflite")  # free on a rerun
     assert "search-trial1: already trained" not in again.stdout and "resnet20: already trained" in again.stdout
     final = pd.read_csv(out / "comparison.csv")
-    final = final.sort_values(["val_top1", "params"], ascending=[False, True])  # chosen on the validation split
+    final = final[final.kind != "seed"].sort_values(["val_top1", "params"], ascending=[False, True])  # on validation
     assert f"exported {final.name.iloc[0]} (the most accurate of the search's pick (search-trial1) and the " \
            "baselines, validation top-1" in again.stdout and f") to {winner_dir} (parity.json: each file" in again.stdout
     exported = json.loads((winner_dir / "parity.json").read_text())  # issue 52, 3: each file's own top-1
@@ -380,3 +386,16 @@ def test_a_searched_net_that_builds_a_baselines_network_trains_once_as_it(tmp_pa
     twin = table.loc["s-trial0", ["status", "top1", "same_as", "kind"]].tolist()
     assert twin == ["ok", 0.9, "airbench94", "searched"]
     assert table.loc["airbench94@0.5", ["status", "error"]].tolist() == ["failed", "OOM"]
+
+
+def test_a_seed_race_plans_the_pick_and_each_baseline_again_at_the_next_seeds(tmp_path):
+    """Issue 55, 4: --race_seeds=3 trains each racer at seeds 0, 1 and 2 (rows NAME-seedS)."""
+    search = _with_params(str(tmp_path / "s"), [(0.5, 100), (0.9, 300), (0.7, 200)])
+    config = _config(tmp_path, search_dirs=(search,), top_k=2, race_seeds=3, match_params="")
+    planned = {m.name: m for m in open_plan(config)}
+    assert list(planned) == ["s-trial1", "s-trial2", "resnet20", "s-trial1-seed1", "s-trial1-seed2",
+                             "resnet20-seed1", "resnet20-seed2"]  # the search's second net is no racer
+    assert model_config(config, planned["resnet20-seed2"]).seed == 2 and planned["resnet20-seed2"].kind == "seed"
+    assert model_config(config, planned["resnet20-seed2"]).model_dir.endswith("resnet20-seed2")
+    with pytest.raises(ValueError, match="race_seeds, step_rounds: at least 1"):
+        _config(tmp_path, race_seeds=0)

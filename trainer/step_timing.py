@@ -1,0 +1,65 @@
+"""Each network's training step timed interleaved with the others' in rounds, on one machine at one
+time: the steady pace a race's figure multiplies its steps to the target by (issue 55,
+experiments/promote/seed_race.py), so that the host's drift between runs hits every net alike.
+
+A round builds each network in turn (the order reversed every other round), traces its step (SGD
+with momentum on the recipe's cross-entropy, the network's forward and backward pass at the recipe's
+batch and image size, on random images held in memory) and times `steps` steps after one untimed
+one; a net's figure for the round is its median step. The input pipeline and the recipe's extras
+(lookahead, label smoothing) are left out: they cost every net alike. Nothing is written here.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Mapping
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from core.train_config import TrainConfig
+from trainer.models import build_model, model_spec, split_outputs
+from trainer.worker_setup import reset_keras
+
+
+def median_step_seconds(config: TrainConfig, num_classes: int, steps: int) -> float:
+    """The median of `steps` training steps of `config`'s network after one untimed (traced) step."""
+    reset_keras()
+    keras.utils.set_random_seed(0)
+    model = build_model(model_spec(config, num_classes))
+    optimizer = keras.optimizers.SGD(learning_rate=0.01, momentum=0.9, nesterov=True)
+    size, batch = config.image_size, config.train_batch_size
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.standard_normal((batch, size, size, 3), dtype=np.float32))
+    y = tf.constant(rng.integers(0, num_classes, batch))
+
+    @tf.function(jit_compile=False)
+    def step() -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            logits, _ = split_outputs(model(x, training=True))
+            loss = tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True))
+        optimizer.apply(tape.gradient(loss, model.trainable_variables), model.trainable_variables)
+        return loss
+
+    step().numpy()  # the trace
+    seconds = []
+    for _ in range(steps):
+        t_step = time.perf_counter()
+        step().numpy()
+        seconds.append(time.perf_counter() - t_step)
+    reset_keras()
+    return statistics.median(seconds)
+
+
+def interleaved_step_seconds(configs: Mapping[str, TrainConfig], num_classes: int, rounds: int, steps: int
+                             ) -> dict[str, list[float]]:
+    """Each net's median step in each round ({name: [seconds in round 1, 2, ...]}), the nets timed in
+    turn within a round, every other round in the reverse order."""
+    names = list(configs)
+    out: dict[str, list[float]] = {name: [] for name in names}
+    for round_ in range(rounds):
+        for name in names if round_ % 2 == 0 else names[::-1]:
+            out[name].append(median_step_seconds(configs[name], num_classes, steps))
+    return out

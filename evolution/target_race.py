@@ -7,8 +7,8 @@ computes the same again (the ask event records them too).
   is scored as a miss by the accuracy it lacks (core/proxy_config.py), as at its time limit.
 - Predict a miss (`miss_bounds`): at its i-th evaluation, a candidate under every hit's accuracy at
   their i-th evaluation by more than `miss_slack` (each evaluation index with at least `min_hits`
-  hits) is predicted to miss and stops. `replay_stops` runs both rules over recorded curves in trial
-  order: the hits they would have stopped (false stops) and the seconds they save
+  hits; a reused result counts once) is predicted to miss and stops. `replay_stops` runs both
+  rules over recorded curves in trial order: the hits they would have stopped (false stops) and the seconds they save
   (benchmarks/target_stops.py measures them on a search's journal).
 - Screen children (`screen_children`): of that many mutations of the tournament's parent, the one
   SCREEN_SCORES's `screen_score` predicts fastest to the target trains (children not tried before
@@ -28,12 +28,13 @@ from evolution.surrogate import features, fit_additive
 # `algorithm` below: an evolution/base.py SearchAlgorithm, passed in (base imports this module)
 HIT_KEY = "time_to_target_s"  # a hit's time to the target (None for a miss): core/proxy_config.py
 SURROGATE_ROWS = 300  # the latest successful trials the additive model is fitted to
+MAX_BOUND = 0.999999  # a bound of hits at accuracy 1.0 (a small validation split): an accuracy is under 1
 
 
 def _surrogate(algorithm: Any, children: Sequence[Any]) -> list[float]:
     """The additive model of the successful trials' fitness (evolution/surrogate.py), turned round:
     a smaller score predicts a shorter time; 0 for every child before any result."""
-    scored = [t for t, o in algorithm.outcomes.items() if o.status == "ok"][-SURROGATE_ROWS:]
+    scored = [t for t, o in algorithm.outcomes.items() if o.status == "ok" and o.reused_from is None][-SURROGATE_ROWS:]
     if not scored:
         return [0.0] * len(children)
     predict = fit_additive([features(algorithm.trials[t].genotype) for t in scored],
@@ -82,6 +83,11 @@ class TargetRace:
         if self.screen_score not in SCREEN_SCORES:
             raise ValueError(f"screen_score: unknown {self.screen_score!r}; known: {sorted(SCREEN_SCORES)}")
 
+    @property
+    def acts(self) -> bool:
+        """Whether any rule is on (a race with none is no race: the journal records none)."""
+        return bool(self.stop_margin) or self.miss_slack >= 0 or self.screen_children > 1
+
     def to_config(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -92,7 +98,7 @@ class TargetRace:
     def stops(self, outcomes: Mapping[int, Any]) -> dict[str, Any]:
         """A new trial's stops from the results so far: stop_after_s, stop_below (ProxyConfig's
         fields; those that apply)."""
-        results = [o.metrics for o in outcomes.values() if o.status == "ok"]
+        results = [o.metrics for o in outcomes.values() if o.status == "ok" and o.reused_from is None]
         stops: dict[str, Any] = {}
         best = incumbent_seconds(results)
         if self.stop_margin and best is not None:
@@ -134,7 +140,7 @@ def miss_bounds(hit_curves: Sequence[Sequence[Sequence[float]]], slack: float, m
     bounds = []
     for i in range(max((len(c) for c in hit_curves), default=0)):
         there = [curve[i][1] for curve in hit_curves if len(curve) > i]
-        bounds.append(round(max(0.0, min(there) - slack), 6) if len(there) >= min_hits else 0.0)
+        bounds.append(round(min(MAX_BOUND, max(0.0, min(there) - slack)), 6) if len(there) >= min_hits else 0.0)
     while bounds and not bounds[-1]:
         bounds.pop()
     return bounds
@@ -144,10 +150,10 @@ def stop_point(curve: Sequence[Sequence[float]], stops: Mapping[str, Any], targe
                ) -> tuple[float, str] | None:
     """Where `stops` would have stopped a recorded `curve` (its evaluations' [seconds, accuracy])
     before it reached `target`: the clock then and which rule, or None. Past stop_after_s it stops
-    at that time (its next evaluation is not reached)."""
+    at that time (an evaluation that ends after it is no hit, as the trainer judges it)."""
     bounds, after = stops.get("stop_below", ()), stops.get("stop_after_s")
     for i, (seconds, accuracy) in enumerate(curve):
-        if after is not None and seconds > after:
+        if after is not None and seconds >= after:
             return after, "past the incumbent"
         if accuracy >= target:
             return None
@@ -181,6 +187,7 @@ class _Ok:
 
     metrics: Mapping[str, Any]
     status: str = "ok"
+    reused_from: int | None = None
 
 
 def kendall_tau(xs: Sequence[float], ys: Sequence[float]) -> float:

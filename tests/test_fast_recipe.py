@@ -244,7 +244,7 @@ def test_the_proxys_weight_average_follows_each_step_and_is_swapped_in_and_out()
 def test_a_rung_checkpoint_keeps_the_weight_average_and_a_resume_reads_it_back(tmp_path):
     from types import SimpleNamespace
 
-    from trainer.candidate_loop import rung_checkpoint
+    from trainer.rung_state import rung_checkpoint
     from trainer.fast_recipe import WeightAverage
     from trainer.rung_state import restore_rung, save_rung
 

@@ -100,3 +100,37 @@ def test_a_time_to_target_search_hands_its_stops_to_the_trial_and_other_searches
     algorithm.tell(first.trial_id, race_metrics("hit", target=0.1))
     searcher = EvolutionSearcher(algorithm, budget=2)
     assert searcher.suggest("tune-1")["stops"] == {"stop_after_s": 12.0}  # the hit's 10 s x 1.2
+
+
+def test_a_reused_result_is_no_second_hit_and_a_bound_stays_under_1():
+    """Second reader: one network reused met min_hits by itself; hits at 1.0 made a bound ProxyConfig refuses."""
+    from core.proxy_config import ProxyConfig
+
+    one = {"time_to_target_s": 30.0, "target_curve": [[10, 1.0]]}
+    results = {0: Outcome("ok", one), 1: Outcome("ok", one, reused_from=0)}
+    race = TargetRace(miss_slack=0.0, min_hits=2)
+    assert race.stops(results) == {}  # one hit, not two
+    results[2] = Outcome("ok", {"time_to_target_s": 20.0, "target_curve": [[10, 1.0]]})
+    bounds = race.stops(results)["stop_below"]
+    assert bounds == [0.999999]
+    ProxyConfig(target_accuracy=0.5, target_seconds=10.0, stop_below=tuple(bounds))  # a trial can take it
+
+
+def test_a_search_made_before_the_race_resumes_only_with_it_off_and_says_so(tmp_path):
+    from dataclasses import replace
+
+    from core.proxy_config import ProxyConfig
+    from experiments.search.output_dir import resume_differences
+    from experiments.search.search_config import SearchConfig
+
+    proxy = ProxyConfig(target_accuracy=0.5, target_seconds=40.0, timeout_s=100.0)
+    off = SearchConfig(output_dir=str(tmp_path), proxy_space="convnet", proxy=proxy, stop_margin=0.0,
+                       miss_slack=-1.0, screen_children=1)
+    assert off.race() is None and off.new_algorithm().config()["race"] is None  # none acts: no race
+    made = off.new_algorithm()
+    assert resume_differences(off, made, None) == []
+    now = replace(off, stop_margin=1.1)
+    said = resume_differences(now, made, None)
+    assert any("resume it with --stop_margin=0 --miss_slack=-1 --screen_children=1" in line for line in said)
+    assert SearchConfig(output_dir=str(tmp_path), algorithm="random", proxy=proxy, stop_margin=0.0, miss_slack=-1.0,
+                        screen_children=4).race() is None  # random search has no parent to screen children of

@@ -175,9 +175,11 @@ def test_the_searchs_stops_end_a_candidate_early_as_a_miss_and_say_why(monkeypat
     below = race(monkeypatch, 3.0, 0.0, [0.5, 0.52, 0.71], replace(PROXY, stop_below=(0.4, 0.55)))
     assert below["stop_reason"] == "predicted miss" and below["evaluations"] == 2
     assert below["seconds_to_target"] == pytest.approx(T * 1.18)
-    hit = race(monkeypatch, 3.0, 0.0, [0.5, 0.71], replace(PROXY, stop_after_s=6.0, stop_below=(0.4, 0.55)))
+    hit = race(monkeypatch, 3.0, 0.0, [0.5, 0.71], replace(PROXY, stop_after_s=7.0, stop_below=(0.4, 0.55)))
     assert hit["stop_reason"] == "target" and hit["time_to_target_s"] == 6.0
     assert race(monkeypatch, 3.0, 0.0, [0.5] * 5)["stop_reason"] == "time limit"
+    late = race(monkeypatch, 3.0, 0.0, [0.5, 0.71], replace(PROXY, stop_after_s=5.0))  # its hit ends at 6 s
+    assert late["time_to_target_s"] is None and late["seconds_to_target"] == T  # past the stop: no hit, lacks 0
     for wrong in ({"stop_after_s": 5.0}, {"stop_below": (0.5,)}):
         with pytest.raises(ValueError, match="only with it"):
             ProxyConfig(**wrong)

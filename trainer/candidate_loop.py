@@ -21,8 +21,8 @@ With `proxy.target_accuracy` the clock is `amoeba promote`'s (DAWNBench's): trai
 evaluations, to the end of the first evaluation at or over the target (`target_clock` steady: at
 the median step and evaluation); a hit is one under `target_seconds` on that clock, which stops the
 candidate once past it (core/proxy_config.py scores hits and misses), as the search's own stops do:
-past its incumbent's time (`stop_after_s`) or under its curve bound (`stop_below`; `stop_reason` says which). `proxy.calibration` runs alike
-with no target and no stop. With a `state_dir` the loop keeps a progress file there
+past its incumbent's time (`stop_after_s`; no hit after it) or under its curve bound (`stop_below`;
+`stop_reason` says which). `proxy.calibration` runs alike with no target and no stop. With a `state_dir` the loop keeps a progress file there
 (`StepProgress`), which the search's progress line reads.
 """
 
@@ -39,14 +39,13 @@ import keras
 import tensorflow as tf
 
 from core.proxy_config import ProxyConfig
-from trainer.candidate_network import (batch1_latency_ms, inference_function, median_ms, proxy_network,
-                                       tflite_batch1_latency_ms)
+from trainer.candidate_network import batch1_latency, inference_function, median_ms, proxy_network
 from core.trial_state import StepProgress, fixed_steps, record_steps
 from trainer.candidate_step import StepRecipe, eval_step_function, train_step_function
 from trainer.fast_recipe import Lookahead, ParameterGroups, WeightAverage, freeze_step
 from trainer.fused_optimizer import MomentumSGD, RestartingCosine, RestartingTriangle
 from trainer.proxy_data import eval_pipeline, train_pipeline
-from trainer.rung_state import RungPlan, restore_rung, save_rung
+from trainer.rung_state import RungPlan, restore_rung, rung_checkpoint, save_rung
 from trainer.worker_setup import GRAPPLER_OFF, graph_options
 
 EVAL_BATCH = 512  # validation images per evaluation call, at most
@@ -266,7 +265,8 @@ class ProxyTraining:
         self.last_evaluation, self.evaluated_steps = evaluation, rung_steps
         at = self._clock(rung_steps)  # at the end of the evaluation
         self.curve.append((at, evaluation["val_accuracy"]))
-        if self.reached_s is None and self.proxy.reached_target(at, evaluation["val_accuracy"]):
+        within = not self.proxy.stop_after_s or at < self.proxy.stop_after_s  # past it: cannot win, no hit
+        if self.reached_s is None and within and self.proxy.reached_target(at, evaluation["val_accuracy"]):
             self.reached_s = at
 
     def final_evaluation(self, rung_steps: int) -> dict[str, Any]:
@@ -365,28 +365,6 @@ def train_through_rungs(run: ProxyTraining, rungs: RungPlan | None, checkpoint: 
             reported.append(metrics)
             rungs.report(metrics)  # returns when the trial goes on
     return metrics
-
-
-def batch1_latency(infer: Callable, data: Any, model: keras.Model, runtime: str = "keras") -> dict[str, float]:
-    """latency_ms on the first validation image by `runtime` (ProxyConfig.latency_runtime), and the
-    seconds it took (the inference trace, which evaluation reuses, and the calls; with tflite the
-    conversion too)."""
-    first_image = next(iter(eval_pipeline(data.x_val[:1], data.y_val[:1], 1)))[0]
-    t_latency = time.perf_counter()
-    if runtime == "tflite":
-        latency_ms = tflite_batch1_latency_ms(model, first_image)
-        with graph_options(GRAPPLER_OFF):
-            infer(first_image).numpy()  # the trace evaluation reuses, made here as with keras
-    else:
-        latency_ms = batch1_latency_ms(infer, first_image)
-    return {"latency_ms": latency_ms, "latency_seconds": time.perf_counter() - t_latency}
-
-
-def rung_checkpoint(model: keras.Model, optimizer: Any, average: WeightAverage | None) -> tf.train.Checkpoint:
-    """What a rung's checkpoint keeps: the weights (BN's statistics among them), the optimizer's
-    momentum and, with --ema_decay, the weight average."""
-    return tf.train.Checkpoint(weights=[w.value for w in model.weights], momentum=optimizer.accumulators,
-                               **(average.trackable() if average else {}))
 
 
 def train_on_one_device(genotype: Any, proxy: ProxyConfig, data: Any, t_start: float, load_seconds: float,

@@ -22,7 +22,7 @@ from trainer.airbench import whiten_from_images
 from trainer.batch_norm import set_batch_norm
 from trainer.export_formats import tflite_interpreter
 from trainer.models import ModelSpec, build_model, family_for_space, model_report
-from trainer.proxy_data import proxy_shape
+from trainer.proxy_data import eval_pipeline, proxy_shape
 from trainer.worker_setup import GRAPPLER_OFF, graph_options, reset_keras
 
 LATENCY_REPEATS = 10  # timed batch-1 calls (after one warm-up) whose median is latency_ms
@@ -95,3 +95,18 @@ def _median_call_ms(call: Callable[[], Any]) -> float:
         call()
         times.append(time.perf_counter() - t)
     return median_ms(times)
+
+
+def batch1_latency(infer: Callable, data: Any, model: keras.Model, runtime: str = "keras") -> dict[str, float]:
+    """latency_ms on the first validation image by `runtime` (ProxyConfig.latency_runtime), and the
+    seconds it took (the inference trace, which evaluation reuses, and the calls; with tflite the
+    conversion too)."""
+    first_image = next(iter(eval_pipeline(data.x_val[:1], data.y_val[:1], 1)))[0]
+    t_latency = time.perf_counter()
+    if runtime == "tflite":
+        latency_ms = tflite_batch1_latency_ms(model, first_image)
+        with graph_options(GRAPPLER_OFF):
+            infer(first_image).numpy()  # the trace evaluation reuses, made here as with keras
+    else:
+        latency_ms = batch1_latency_ms(infer, first_image)
+    return {"latency_ms": latency_ms, "latency_seconds": time.perf_counter() - t_latency}

@@ -13,6 +13,7 @@ import shutil
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+import keras
 import tensorflow as tf
 
 
@@ -61,3 +62,10 @@ def restore_rung(checkpoint: tf.train.Checkpoint, directory: str) -> tuple[int, 
         state = json.load(f)
     checkpoint.read(os.path.join(path, "state")).assert_consumed()
     return int(state["epochs"]), list(state["reported"])
+
+
+def rung_checkpoint(model: keras.Model, optimizer: Any, average: Any) -> tf.train.Checkpoint:
+    """What a rung's checkpoint keeps: the weights (BN's statistics among them), the optimizer's
+    momentum and, with --ema_decay, the weight average."""
+    return tf.train.Checkpoint(weights=[w.value for w in model.weights], momentum=optimizer.accumulators,
+                               **(average.trackable() if average else {}))

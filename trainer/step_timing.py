@@ -4,9 +4,11 @@ experiments/promote/seed_race.py), so that the host's drift between runs hits ev
 
 A round builds each network in turn (the order reversed every other round), traces its step (SGD
 with momentum on the recipe's cross-entropy, the network's forward and backward pass at the recipe's
-batch and image size, on random images held in memory) and times `steps` steps after one untimed
+batch, image size and precision, on random images held in memory) and times `steps` steps after one untimed
 one; a net's figure for the round is its median step. The input pipeline and the recipe's extras
-(lookahead, label smoothing) are left out: they cost every net alike. Nothing is written here.
+(lookahead, label smoothing) are left out: they cost every net alike. It runs where it is called (the
+`amoeba promote` command's machine, which with --ray_address may not be where the nets trained).
+Nothing is written here.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from core.proxy_config import PRECISIONS
 from core.train_config import TrainConfig
 from trainer.models import build_model, model_spec, split_outputs
 from trainer.worker_setup import reset_keras
@@ -28,6 +31,15 @@ def median_step_seconds(config: TrainConfig, num_classes: int, steps: int) -> fl
     """The median of `steps` training steps of `config`'s network after one untimed (traced) step."""
     reset_keras()
     keras.utils.set_random_seed(0)
+    keras.mixed_precision.set_global_policy(PRECISIONS[config.precision])  # as the Trainer computes
+    try:
+        return _median_step(config, num_classes, steps)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+        reset_keras()
+
+
+def _median_step(config: TrainConfig, num_classes: int, steps: int) -> float:
     model = build_model(model_spec(config, num_classes))
     optimizer = keras.optimizers.SGD(learning_rate=0.01, momentum=0.9, nesterov=True)
     size, batch = config.image_size, config.train_batch_size
@@ -49,7 +61,6 @@ def median_step_seconds(config: TrainConfig, num_classes: int, steps: int) -> fl
         t_step = time.perf_counter()
         step().numpy()
         seconds.append(time.perf_counter() - t_step)
-    reset_keras()
     return statistics.median(seconds)
 
 

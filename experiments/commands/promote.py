@@ -77,8 +77,9 @@ def main(args: list[str]) -> None:
     print(comparison_text(table))
     for sentence in same_net_sentences(table):
         print(sentence)
-    if config.race_seeds > 1:  # the race at each net's own pace, beside the wall clock's
-        print(" ".join(seed_race_sentences(table, histories(config, open_plan(config)), step_seconds(config.output_dir))))
+    seeded = seed_race_sentences(table, histories(config, open_plan(config)), step_seconds(config.output_dir))
+    if seeded:  # the race at each net's own pace (--race_seeds), beside the wall clock's
+        print(" ".join(seeded))
     print(f"wrote {os.path.join(FLAGS.output_dir, 'comparison.csv')} and comparison.json")
     if config.export_dir:
         try:

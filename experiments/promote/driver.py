@@ -115,6 +115,15 @@ def untrained(config: PromoteConfig, planned: list[PlannedModel]) -> list[Planne
             if not m.same_as and not storage.exists(storage.join(model_config(config, m).model_dir, RESULT))]
 
 
+def _say_untrained(planned: list[PlannedModel], todo: list[PlannedModel]) -> None:
+    """A line for each planned model that is not trained now: a twin, or one already trained."""
+    for m in planned:
+        if m.same_as:
+            print(f"{m.name}: the same network as {m.same_as}, trained once under that name")
+        elif m not in todo:
+            print(f"{m.name}: already trained ({storage.join('models', m.name, RESULT)})")
+
+
 def run_promote(config: PromoteConfig, trainable: Any = None) -> pd.DataFrame:
     """Train every planned model not yet finished, as Ray Tune trials; write and return the comparison."""
     import ray
@@ -125,11 +134,7 @@ def run_promote(config: PromoteConfig, trainable: Any = None) -> pd.DataFrame:
 
     planned = open_plan(config)
     todo = untrained(config, planned)
-    for m in planned:
-        if m.same_as:
-            print(f"{m.name}: the same network as {m.same_as}, trained once under that name")
-        elif m not in todo:
-            print(f"{m.name}: already trained ({storage.join('models', m.name, RESULT)})")
+    _say_untrained(planned, todo)
     errors: dict[str, str] = {}
     if todo:
         started_ray = not ray.is_initialized()
@@ -169,10 +174,10 @@ def run_promote(config: PromoteConfig, trainable: Any = None) -> pd.DataFrame:
         finally:
             if started_ray:
                 ray.shutdown()
-    if config.race_seeds > 1 and not errors:
-        time_racers(config, planned)
     table = comparison_table(config, planned, errors)
     write_comparison(config.output_dir, table)
+    if config.race_seeds > 1 and not errors:
+        time_racers(config, planned)
     write_promote_hparams(config.output_dir, table.to_dict("records"))  # TensorBoard's HParams dashboard
     if config.mlflow_tracking_uri:
         log_promoted_models(config.output_dir, config.mlflow_tracking_uri, table.to_dict("records"))
@@ -184,14 +189,21 @@ def time_racers(config: PromoteConfig, planned: list[PlannedModel]) -> dict[str,
     promote dir's STEP_SECONDS and read back by a rerun."""
     path = storage.join(config.output_dir, STEP_SECONDS)
     names = [m.name for m in racers(planned)]
-    if storage.exists(path) and sorted(storage.read_json(path)["seconds"]) == sorted(names):
-        return storage.read_json(path)["seconds"]
+    timed = storage.read_json(path) if storage.exists(path) else {}
+    if sorted(timed.get("seconds", ())) == sorted(names) and timed.get("rounds") == config.step_rounds:
+        return timed["seconds"]
     from trainer.records import read_metadata
     from trainer.step_timing import interleaved_step_seconds
 
-    print(f"timing the training steps of {', '.join(names)} interleaved, {config.step_rounds} rounds", flush=True)
-    seconds = interleaved_step_seconds({m.name: model_config(config, m) for m in racers(planned)},
-                                       read_metadata(config.data).num_classes, config.step_rounds, TIMED_STEPS)
+    print(f"timing the training steps of {', '.join(names)} interleaved, {config.step_rounds} rounds (on this "
+          "machine)", flush=True)
+    try:
+        seconds = interleaved_step_seconds({m.name: model_config(config, m) for m in racers(planned)},
+                                           read_metadata(config.data).num_classes, config.step_rounds, TIMED_STEPS)
+    except Exception as err:  # noqa: BLE001 - the trained models and their comparison stand; a rerun times again
+        print(f"warning: could not time the racers' steps ({_one_line(err)}); rerun the same command to time them",
+              flush=True)
+        return {}
     storage.write_json(path, {"rounds": config.step_rounds, "steps": TIMED_STEPS, "seconds": seconds})
     return seconds
 

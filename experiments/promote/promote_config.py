@@ -57,7 +57,8 @@ class PromoteConfig:
                                   "--step_rounds rounds: the race's figure at each net's own pace, steps to the target "
                                   "x the step, with an interval over seeds and rounds, beside the wall clock's "
                                   "(experiments/promote/seed_race.py; 1: the wall clock's only).")
-    step_rounds: int = _setting(5, "With --race_seeds: rounds of the interleaved step timing.")
+    step_rounds: int = _setting(5, "With --race_seeds: rounds of the interleaved step timing (free on a rerun: "
+                                   "other rounds time the steps again).", free=True)
     at_target: float | None = _setting(None, "Promote each search's trials ranked again at this accuracy, under "
                                              "its --target_accuracy, by their times to it from their "
                                              "evaluations, without training (amoeba results --at_target; a "

@@ -4,25 +4,27 @@ seeds (training is deterministic given the seed: the same accuracies to the imag
 times its training step timed interleaved with the others' in rounds on one machine
 (trainer/step_timing.py), so the host's drift between runs, which moves a wall-clock race by 30%,
 hits every net alike. The search's pick against each baseline: the ratio of those products, with
-a 95% bootstrap interval over the seeds and the rounds (rounds paired: both nets timed in each).
+a 95% interval over the seeds and the rounds (Student's t on the log ratio; rounds paired: both nets
+timed in each).
 
 - SEED_RUN: the kind of a contender trained again at another seed (its row NAME-seedS, never a
   contender itself); `with_seed_runs` plans them.
 - `seed_steps`: each contender's steps to the target at each seed (None: not reached).
 - `ratio_interval`: the ratio and its interval; `seed_race_sentences`: what promote and the report say.
 
-Pure pandas and numpy: this module must not read files, train or import TensorFlow.
+Pure pandas and scipy: this module must not read files, train or import TensorFlow.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import statistics
 from typing import Any, Mapping, Sequence
 
-import numpy as np
 import pandas as pd
+from scipy.stats import t as student_t
 
 from experiments.promote.comparison import contenders, search_picks, twin_of
 from experiments.promote.headline import race_target
@@ -30,7 +32,6 @@ from experiments.promote.targets import first_eval_at
 
 SEED_RUN = "seed"
 STEP_SECONDS = "step_seconds.json"  # the promote dir's interleaved step timings: {"rounds", "steps", "seconds"}
-BOOTSTRAP_SAMPLES = 4000
 _SEED_NAME = re.compile(r"^(?P<name>.+)-seed(?P<seed>\d+)$")
 
 
@@ -67,22 +68,26 @@ def seed_steps(table: pd.DataFrame, histories: Mapping[str, Sequence[Mapping[str
         match = _SEED_NAME.match(str(name))
         if match:
             runs.setdefault(match["name"], []).append((int(match["seed"]), str(name)))
-    return {name: [steps_to(histories.get(n) or [], target) for n in [name] + [n for _, n in sorted(runs.get(name, []))]]
-            for name in contenders(table).name}
+    named = {name: [name] + [n for _, n in sorted(runs.get(name, []))] for name in contenders(table).name}
+    return {name: [steps_to(histories.get(n) or [], target) for n in names] for name, names in named.items()}
 
 
 def ratio_interval(steps: Sequence[int], seconds: Sequence[float], other_steps: Sequence[int],
-                   other_seconds: Sequence[float], samples: int = BOOTSTRAP_SAMPLES) -> tuple[float, float, float]:
-    """mean(steps) x median(seconds) over the other's, and its 95% percentile bootstrap interval: the
-    seeds resampled for each net, the rounds resampled in pairs (seeded: the same every time)."""
-    rng = np.random.default_rng(0)
+                   other_seconds: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
+    """mean(steps) x median(seconds) over the other's, and Student's t interval on its logarithm: the
+    seeds' spread of log steps (each net's own) and the rounds' spread of the log step ratio (paired:
+    both nets timed in each round) summed, with the fewest of seeds and rounds less one as the degrees
+    of freedom (wide with 2 of either: few seeds cannot say more); NaN bounds with a single one."""
     point = (statistics.mean(steps) * statistics.median(seconds)) / (
         statistics.mean(other_steps) * statistics.median(other_seconds))
-    mine, theirs = (rng.choice(np.asarray(s, float), (samples, len(s))).mean(1) for s in (steps, other_steps))
-    rounds = rng.integers(0, len(seconds), (samples, len(seconds)))
-    paced = np.median(np.asarray(seconds)[rounds], 1) / np.median(np.asarray(other_seconds)[rounds], 1)
-    low, high = np.percentile(mine / theirs * paced, [2.5, 97.5])
-    return point, float(low), float(high)
+    spreads = [[math.log(s) for s in steps], [math.log(s) for s in other_steps],
+               [math.log(a / b) for a, b in zip(seconds, other_seconds)]]
+    fewest = min(map(len, spreads))
+    if fewest < 2:
+        return point, math.nan, math.nan
+    error = math.sqrt(sum(statistics.variance(xs) / len(xs) for xs in spreads))
+    t = student_t.ppf(0.5 + level / 2, fewest - 1)
+    return point, point * math.exp(-t * error), point * math.exp(t * error)
 
 
 def seed_race_sentences(table: pd.DataFrame, histories: Mapping[str, Sequence[Mapping[str, Any]]],
@@ -109,7 +114,9 @@ def seed_race_sentences(table: pd.DataFrame, histories: Mapping[str, Sequence[Ma
             said.append(f"{name} did not reach it at every seed (steps {theirs}).")
             continue
         ratio, low, high = ratio_interval(steps[pick], step_seconds[pick], theirs, step_seconds[name])
-        said.append(f"the search's pick ({pick}) takes {ratio:.2f}x the time of {name} [95% interval {low:.2f}-"
-                    f"{high:.2f} over seeds and rounds] (steps {steps[pick]} against {theirs}; step "
-                    f"{statistics.median(step_seconds[pick]):.3g} s against {statistics.median(step_seconds[name]):.3g} s).")
+        interval = (f"95% interval {low:.2f}-{high:.2f} over seeds and rounds" if not math.isnan(low) else
+                    "no interval from a single seed or round")
+        said.append(f"the search's pick ({pick}) takes {ratio:.2f}x the time of {name} [{interval}] (steps "
+                    f"{steps[pick]} against {theirs}; step {statistics.median(step_seconds[pick]):.3g} s against "
+                    f"{statistics.median(step_seconds[name]):.3g} s).")
     return said

@@ -38,7 +38,7 @@ from core.storage import exists, join, read_json
 log = logging.getLogger(__name__)
 # where each calibrated value goes: (field of SearchConfig, or of its proxy)
 CALIBRATED = {"target_accuracy": ("proxy", "target_accuracy"), "target_seconds": ("proxy", "target_seconds"),
-              "timeout_s": ("proxy", "timeout_s"), "max_trials": ("max_trials",)}
+              "timeout_s": ("proxy", "timeout_s"), "max_trials": ("max_trials",), "time_budget_s": ("time_budget_s",)}
 
 
 def calibration_config(config: SearchConfig, made_before: bool = False) -> SearchConfig:
@@ -70,6 +70,8 @@ def calibrate(config: SearchConfig, given: Collection[tuple[str, ...]] = ()) -> 
         values = sizing.calibrated(accuracy, seconds, trial_seconds)
     except ValueError as err:
         raise ValueError(f"{err} (or delete {probe.output_dir} to calibrate again)") from None
+    if ("max_trials",) in given:  # a count of one's own: not cut short by the sized time
+        given = {*given, ("time_budget_s",)}
     changes = _apply(config, values, given)
     seeds = (first_trial_metrics(changes.proxy, metrics) is not None and changes.initial[:1] == probe.initial
              and not (changes.rungs or changes.limits() or changes.initial_last))  # as seed_first_trial finds
@@ -157,9 +159,13 @@ def calibration_line(accuracy: float, seconds: float, config: SearchConfig, tria
     runs = config.max_trials - (1 if seeds else 0)
     first = f"{config.max_trials} trials, the first this run (not trained again), {runs} more" if seeds else (
         f"{config.max_trials} trials")
+    length = f"about {runs * trial_seconds / 60:.0f} min at that pace"
+    if config.time_budget_s and config.time_budget_s < runs * trial_seconds:
+        length = (f"none handed out after {config.time_budget_s / 60:.0f} min (--time_budget_s; a candidate that "
+                  "cannot win stops early)")
     return (f"calibration: {sizing.SEED} reached {accuracy:.4f} validation accuracy in {seconds:.0f} s{clock} on "
             f"this data; candidates race to {proxy.target_accuracy:.4f} (at most {proxy.target_seconds:.0f} s each); "
-            f"{first}, about {runs * trial_seconds / 60:.0f} min at that pace")
+            f"up to {first}, {length}")
 
 
 def first_trial_metrics(proxy: ProxyConfig, calibrated: dict[str, Any]) -> dict[str, Any] | None:

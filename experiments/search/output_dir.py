@@ -27,6 +27,9 @@ def resume_differences(config: SearchConfig, algorithm: SearchAlgorithm, saved: 
     expected = config.new_algorithm().config()
     changed = [f"{k}: {algorithm.config()[k]!r} in the journal, {v!r} now"
                for k, v in expected.items() if as_json(algorithm.config()[k]) != as_json(v)]
+    if algorithm.config()["race"] is None and expected["race"] is not None:  # made before it, or with it off
+        changed.append("race: the search ran without the time-to-target race's stops and screen (made before "
+                       "them, or with them off); resume it with --stop_margin=0 --miss_slack=-1 --screen_children=1")
     if saved is not None:
         changed += changed_settings(type(config), saved, config) + _clock_changed(config, saved)
     return changed

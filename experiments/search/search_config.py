@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 TIME_TO_TARGET = "seconds_to_target"  # the proxy's objective with --target_accuracy (mode min)
 # A time-to-target search's race (evolution/target_race.py): the defaults measured on recorded
 # curves and trained nets (benchmarks/target_stops.py; benchmarks/README.md)
-STOP_MARGIN, MISS_SLACK, SCREEN_CHILDREN, SCREEN_SCORE = 1.0, -1.0, 1, "surrogate"
+STOP_MARGIN, MISS_SLACK, SCREEN_CHILDREN, SCREEN_SCORE = 1.1, 0.02, 4, "surrogate"
 
 
 def _setting(default: Any, help: str, on_resume: str = "compared", **meta: Any) -> Any:
@@ -158,7 +158,8 @@ class SearchConfig:
                                           "under every hit's at the same evaluation by more than this stops, "
                                           "predicted to miss (negative: off; evolution/target_race.py).")
     min_hits: int = _algo(3, "With --miss_slack: the hits evaluated that often before an evaluation has a bound.")
-    screen_children: int = _algo(SCREEN_CHILDREN, "With --target_accuracy: children drawn per mutation; the one "
+    screen_children: int = _algo(SCREEN_CHILDREN, "With --target_accuracy: children drawn per mutation of regularized "
+                                                  "evolution; the one "
                                                   "--screen_score predicts fastest is trained, the others journaled "
                                                   "untrained (1: no screen).")
     screen_score: str = _algo(SCREEN_SCORE, "What screens children: " + "; ".join(
@@ -297,7 +298,9 @@ class SearchConfig:
         """A time-to-target search's stops and screen (the proxy trainer's; None for other searches)."""
         if not self.proxy.target_accuracy or self.trainable or self.evaluator != "train":
             return None
-        return TargetRace(self.stop_margin, self.miss_slack, self.min_hits, self.screen_children, self.screen_score)
+        children = self.screen_children if self.algorithm == "regularized_evolution" else 1  # no parent: no screen
+        race = TargetRace(self.stop_margin, self.miss_slack, self.min_hits, children, self.screen_score)
+        return race if race.acts else None
 
     def reward(self) -> MnasReward | None:
         target = self.latency_target_ms

@@ -33,9 +33,11 @@ from 2: one image is held out and one trained on; a dir of 1 is refused, naming 
   with, measured before the search (its own one-trial search in DIR/calibration, resumed like
   any search; one that failed is trained again by a rerun), evaluated and timed as a candidate is
   (every epoch, on the candidates' --target_clock); target_seconds: TARGET_SECONDS_FACTOR x that
-  clock's seconds at its end, the trial timeout twice that; max_trials: as many of that run (its
-  whole trial's seconds) as fit SEARCH_BUDGET_S, between 6 and 60, the calibration's run the
-  first of them (the search's trial 0, scored at the target, not trained again). A target within
+  clock's seconds at its end, the trial timeout twice that; the search's time: SEARCH_BUDGET_S less
+  the calibration's whole trial (time_budget_s: no trial is handed out after it; a candidate that
+  cannot win stops early and children are screened: evolution/target_race.py), at most 60 trials,
+  the calibration's run the first of them (the search's trial 0, scored at the target, not
+  trained again); a --max_trials given leaves the time unbounded unless --time_budget_s is given too. A target within
   the validation split's noise (Wilson's 95% half-width at V images) of chance or of the seed's
   own accuracy gets a warning.
 
@@ -163,9 +165,9 @@ def calibrated(accuracy: float, seconds: float, trial_seconds: float | None = No
         raise ValueError(f"calibration: an accuracy in (0, 1] and positive seconds, got {accuracy}, {seconds}: no "
                          "target to race to; give --target_accuracy and --target_seconds to skip the calibration")
     limit = round(TARGET_SECONDS_FACTOR * seconds, 1)
-    trials = int(min(TRIALS[1], max(TRIALS[0], SEARCH_BUDGET_S // trial_seconds)))
     return {"target_accuracy": round(TARGET_SHARE * accuracy, 4), "target_seconds": limit,
-            "timeout_s": round(2 * limit, 1), "max_trials": trials}
+            "timeout_s": round(2 * limit, 1), "max_trials": TRIALS[1],
+            "time_budget_s": round(max(trial_seconds, SEARCH_BUDGET_S - trial_seconds), 1)}
 
 
 def wilson_half_width(accuracy: float, images: int, z: float = 1.96) -> float:

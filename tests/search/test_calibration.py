@@ -46,7 +46,8 @@ def test_a_failed_calibration_says_what_failed_and_what_to_do_and_a_rerun_trains
         assert words in str(failed.value)
     monkeypatch.setattr(calibration, "run_search", run(metrics={"val_accuracy": 0.8, "trial_seconds": 230.0}))
     sized = calibration.calibrate(config, given)  # the rerun trains it again
-    assert (sized.proxy.target_accuracy, sized.proxy.target_seconds, sized.max_trials) == (0.76, 345.0, 6)
+    assert (sized.proxy.target_accuracy, sized.proxy.target_seconds, sized.max_trials) == (0.76, 345.0, 60)
+    assert sized.time_budget_s == 1270.0  # the 1,500 s less the calibration's 230 s (issue 55)
     printed = capsys.readouterr().out
     assert "calibration: airbench94 reached 0.8000 validation accuracy in 230 s" in printed
     assert "amoeba promote afterwards (not in the search's time): 6 models x 9.9 epochs of 998,000 images, " \
@@ -108,11 +109,12 @@ def test_the_calibration_is_timed_on_the_candidates_clock_with_their_evaluations
     assert probe.calibration and probe.epochs_per_eval == config.proxy.epochs_per_eval == 1.0  # every epoch
     assert (probe.target_clock, probe.target_accuracy, probe.timeout_s) == (config.proxy.target_clock, 0.0, 0.0)
     assert (sized.proxy.target_accuracy, sized.proxy.target_seconds, sized.proxy.timeout_s) == (0.76, 225.0, 450.0)
-    assert sized.max_trials == 7  # 1,500 s // 190 s, the whole trial's
+    assert (sized.max_trials, sized.time_budget_s) == (60, 1310.0)  # 1,500 s less the whole trial's 190 s
     printed = capsys.readouterr().out
     assert ("calibration: airbench94 reached 0.8000 validation accuracy in 150 s (training and evaluations, the "
             "candidates' clock; 190 s the whole trial) on this data; candidates race to 0.7600 (at most 225 s each); "
-            "7 trials, the first this run (not trained again), 6 more, about 19 min at that pace") in printed
+            "up to 60 trials, the first this run (not trained again), 59 more, none handed out after 22 min "
+            "(--time_budget_s; a candidate that cannot win stops early)") in printed
     steady, given = _sized_config(tmp_path, 1_000_000, 10, "--target_clock=steady")
     assert calibration.calibration_config(steady).proxy.target_clock == "steady"  # the candidates' clock
 
@@ -130,9 +132,9 @@ def test_a_calibration_made_before_it_was_so_timed_resumes_as_it_was_made(tmp_pa
     assert calibration.made_before(config.output_dir)
     monkeypatch.setattr(calibration, "run_search", None)  # read back, not trained again
     sized = calibration.calibrate(config, given)
-    assert (sized.proxy.target_seconds, sized.max_trials) == (345.0, 6)  # its whole trial's seconds, as then
-    assert "in 230 s on this data; candidates race to 0.7600 (at most 345 s each); 6 trials, about 23 min" in \
-        capsys.readouterr().out
+    assert (sized.proxy.target_seconds, sized.max_trials) == (345.0, 60)  # its whole trial's seconds, as then
+    assert "in 230 s on this data; candidates race to 0.7600 (at most 345 s each); up to 60 trials, none handed " \
+        "out after 21 min" in capsys.readouterr().out
     assert calibration.made_before(config.output_dir)  # the resume saved `calibration: false`: still as made
     assert calibration.calibrate(config, given).proxy.target_seconds == 345.0  # and a third run resumes it too
 
@@ -166,7 +168,7 @@ def test_the_calibrations_run_is_the_searchs_trial_0_scored_at_its_target_and_re
     algorithm.close()
     printed = capsys.readouterr().out
     assert "trial 0 (airbench94) is the calibration's run" in printed
-    assert "[1/7] trial 0 (initial): seconds_to_target 90.0000" in printed
+    assert "[1/60] trial 0 (initial): seconds_to_target 90.0000" in printed
     again = open_search(sized)  # a rerun: replayed to the same state, nothing seeded twice
     assert again.outcomes[0] == trial0 and again.outcomes[5].reused_from == 0 and again.pending() == [6]
     assert not calibration.seed_first_trial(sized, again)

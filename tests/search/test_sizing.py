@@ -134,13 +134,13 @@ def test_the_calibration_sets_the_target_limits_and_length_but_not_what_was_give
     from core.proxy_config import ProxyConfig
 
     assert sizing.calibrated(0.8, 230.0) == {"target_accuracy": 0.76, "target_seconds": 345.0, "timeout_s": 690.0,
-                                             "max_trials": 6}
-    assert sizing.calibrated(0.5, 10.0)["max_trials"] == 60 and sizing.calibrated(0.5, 1e4)["max_trials"] == 6
+                                             "max_trials": 60, "time_budget_s": 1270.0}  # issue 55: by the time
+    assert sizing.calibrated(0.5, 1e4)["time_budget_s"] == 1e4  # at least the calibration's own trial
     with pytest.raises(ValueError, match="calibration: an accuracy in"):
         sizing.calibrated(0.0, 10.0)
     config = SearchConfig(output_dir="/tmp/s", proxy_space="convnet", max_trials=30,
                           proxy=ProxyConfig(image_size=32, epochs=2, timeout_s=900.0))
-    sized = _apply(config, sizing.calibrated(0.8, 230.0), given={("max_trials",)})
+    sized = _apply(config, sizing.calibrated(0.8, 230.0), given={("max_trials",), ("time_budget_s",)})
     assert (sized.proxy.target_accuracy, sized.proxy.target_seconds, sized.proxy.timeout_s, sized.max_trials) == (
         0.76, 345.0, 690.0, 30)
     assert (sized.objective, sized.mode) == ("seconds_to_target", "min")  # the target makes the objective
@@ -150,7 +150,7 @@ def test_the_calibration_sets_the_target_limits_and_length_but_not_what_was_give
     assert probe.initial[0]["activation"] == "gelu" and probe.proxy.epochs == 2
     assert calibration_line(0.8, 230.0, sized) == (
         "calibration: airbench94 reached 0.8000 validation accuracy in 230 s on this data; candidates race to "
-        "0.7600 (at most 345 s each); 30 trials, about 115 min at that pace")
+        "0.7600 (at most 345 s each); up to 30 trials, about 115 min at that pace")
 
 
 def test_data_without_a_space_is_sized_and_every_flag_given_wins(cifar_mini, tmp_path):

@@ -27,6 +27,8 @@ from evolution.surrogate import features, fit_additive
 
 # `algorithm` below: an evolution/base.py SearchAlgorithm, passed in (base imports this module)
 HIT_KEY = "time_to_target_s"  # a hit's time to the target (None for a miss): core/proxy_config.py
+SCREEN_STEP = "screen_step_ms"  # the figure --screen_score=step_ms reads (experiments/search/trial.py times it)
+SCREEN_STEPS = 3  # steps it is timed over, after the trace
 SURROGATE_ROWS = 300  # the latest successful trials the additive model is fitted to
 MAX_BOUND = 0.999999  # a bound of hits at accuracy 1.0 (a small validation split): an accuracy is under 1
 
@@ -51,15 +53,17 @@ def _figure(name: str) -> Callable[[Any, Sequence[Any]], list[float]]:
 class Score:
     description: str
     score: Callable[[Any, Sequence[Any]], list[float]]  # smaller: predicted faster to the target
-    needs_size: bool = False  # the search's size measure must run (a Ray worker builds each child)
+    measured: str = ""  # the figure the search's measure must give (a Ray worker builds each child)
 
 
 # One entry per screening score; benchmarks/target_stops.py measures each one's Kendall tau against
 # the time to target over a search's trained nets (benchmarks/README.md).
 SCREEN_SCORES: dict[str, Score] = {
     "surrogate": Score("the additive model of the evaluated nets' scores (evolution/surrogate.py)", _surrogate),
-    "params": Score("fewer trainable parameters", _figure("params"), needs_size=True),
-    "multiply_adds": Score("fewer multiply-adds per image", _figure("multiply_adds"), needs_size=True),
+    "params": Score("fewer trainable parameters", _figure("params"), "params"),
+    "multiply_adds": Score("fewer multiply-adds per image", _figure("multiply_adds"), "multiply_adds"),
+    "step_ms": Score("a faster training step, timed in a few steps of the child before it trains (a Ray worker "
+                     "builds it)", _figure(SCREEN_STEP), SCREEN_STEP),
 }
 
 

@@ -95,7 +95,7 @@ def test_a_time_to_target_search_hands_its_stops_to_the_trial_and_other_searches
                           proxy=plain.proxy.__class__(target_accuracy=0.5, target_seconds=40.0, timeout_s=100.0))
     algorithm = config.new_algorithm()
     assert algorithm.config()["race"] == {"stop_margin": 1.2, "miss_slack": 0.0, "min_hits": 3,
-                                          "screen_children": 2, "screen_score": "surrogate"}
+                                          "screen_children": 2, "screen_score": "step_ms"}
     first = algorithm.ask()
     algorithm.tell(first.trial_id, race_metrics("hit", target=0.1))
     searcher = EvolutionSearcher(algorithm, budget=2)
@@ -134,3 +134,16 @@ def test_a_search_made_before_the_race_resumes_only_with_it_off_and_says_so(tmp_
     assert any("resume it with --stop_margin=0 --miss_slack=-1 --screen_children=1" in line for line in said)
     assert SearchConfig(output_dir=str(tmp_path), algorithm="random", proxy=proxy, stop_margin=0.0, miss_slack=-1.0,
                         screen_children=4).race() is None  # random search has no parent to screen children of
+
+
+def test_a_childs_step_is_timed_before_it_trains_for_the_screen():
+    import random
+
+    from core.proxy_config import ProxyConfig
+    from evolution.target_race import SCREEN_SCORES
+    from searchspace import NasNetSpace
+    from trainer.step_timing import candidate_step_ms
+
+    child = NasNetSpace(num_blocks=2).sample(random.Random(0))
+    assert candidate_step_ms(child, ProxyConfig(train_batch_size=16), "nasnet", 2) > 0
+    assert SCREEN_SCORES["step_ms"].measured == "screen_step_ms" and not SCREEN_SCORES["surrogate"].measured

@@ -1,5 +1,6 @@
-"""Each network's training step timed interleaved with the others' in rounds, on one machine at one
-time: the steady pace a race's figure multiplies its steps to the target by (issue 55,
+"""Training steps timed before or after training. A search child's proxy step before it is trained
+(`candidate_step_ms`: the race's screen). And each network's training step timed interleaved with
+the others' in rounds, on one machine at one time: the steady pace a race's figure multiplies its steps to the target by (issue 55,
 experiments/promote/seed_race.py), so that the host's drift between runs hits every net alike.
 
 A round builds each network in turn (the order reversed every other round), traces its step (SGD
@@ -15,15 +16,17 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Mapping
+from typing import Any, Mapping
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from core.proxy_config import PRECISIONS
+from core.proxy_config import PRECISIONS, ProxyConfig
 from core.train_config import TrainConfig
+from trainer.candidate_network import proxy_network
 from trainer.models import build_model, model_spec, split_outputs
+from trainer.proxy_data import proxy_shape
 from trainer.worker_setup import reset_keras
 
 
@@ -41,10 +44,14 @@ def median_step_seconds(config: TrainConfig, num_classes: int, steps: int) -> fl
 
 def _median_step(config: TrainConfig, num_classes: int, steps: int) -> float:
     model = build_model(model_spec(config, num_classes))
+    return time_steps(model, (config.image_size, config.image_size, 3), num_classes, config.train_batch_size, steps)
+
+
+def time_steps(model: keras.Model, input_shape: tuple[int, ...], num_classes: int, batch: int, steps: int) -> float:
+    """The median of `steps` SGD steps of `model` at `batch` random images, after one untimed (traced) step."""
     optimizer = keras.optimizers.SGD(learning_rate=0.01, momentum=0.9, nesterov=True)
-    size, batch = config.image_size, config.train_batch_size
     rng = np.random.default_rng(0)
-    x = tf.constant(rng.standard_normal((batch, size, size, 3), dtype=np.float32))
+    x = tf.constant(rng.standard_normal((batch, *input_shape), dtype=np.float32))
     y = tf.constant(rng.integers(0, num_classes, batch))
 
     @tf.function(jit_compile=False)
@@ -62,6 +69,18 @@ def _median_step(config: TrainConfig, num_classes: int, steps: int) -> float:
         step().numpy()
         seconds.append(time.perf_counter() - t_step)
     return statistics.median(seconds)
+
+
+def candidate_step_ms(genotype: Any, proxy: ProxyConfig, space: str, steps: int) -> float:
+    """A search child's proxy network's training step (ms) at the proxy's batch, before it is trained:
+    the race's screen (evolution/target_race.py, --screen_score=step_ms)."""
+    input_shape, num_classes = proxy_shape(proxy)
+    reset_keras()
+    try:
+        model = proxy_network(genotype, proxy, input_shape, num_classes, fused_batch_norm=True, space=space)[0]
+        return 1000.0 * time_steps(model, input_shape, num_classes, proxy.train_batch_size, steps)
+    finally:
+        reset_keras()
 
 
 def interleaved_step_seconds(configs: Mapping[str, TrainConfig], num_classes: int, rounds: int, steps: int

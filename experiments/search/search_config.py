@@ -20,7 +20,7 @@ from evolution.params import ParetoParams
 from experiments.tracking.mlflow_log import check_mlflow
 from evolution.repeats import REPEATS
 from evolution.rungs import RUNG_RULES, Rungs
-from evolution.target_race import SCREEN_SCORES, TargetRace
+from evolution.target_race import SCREEN_SCORES, SCREEN_STEP, SCREEN_STEPS, TargetRace
 from experiments.settings import FREE, JOURNAL as BY_JOURNAL
 from searchspace import NasNetMacroSpace, SearchSpace, convnet_space, space_from_config
 from searchspace.supernet import ELASTIC_MUTATIONS, not_shared, supernet_space
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 TIME_TO_TARGET = "seconds_to_target"  # the proxy's objective with --target_accuracy (mode min)
 # A time-to-target search's race (evolution/target_race.py): the defaults measured on recorded
 # curves and trained nets (benchmarks/target_stops.py; benchmarks/README.md)
-STOP_MARGIN, MISS_SLACK, SCREEN_CHILDREN, SCREEN_SCORE = 1.1, 0.02, 4, "surrogate"
+STOP_MARGIN, MISS_SLACK, SCREEN_CHILDREN, SCREEN_SCORE = 1.1, 0.02, 4, "step_ms"
 
 
 def _setting(default: Any, help: str, on_resume: str = "compared", **meta: Any) -> Any:
@@ -315,19 +315,20 @@ class SearchConfig:
                 "initial_last": self.initial_last, "tournament": self.tournament, "offspring": self.offspring,
                 "objectives": [str(g) for g in goals]}
 
-    def size_measure(self) -> Callable[[Any], dict[str, int]] | None:
+    def size_measure(self) -> Callable[[Any], dict[str, float]] | None:
         """With a size limit, or the limit tournament on a size goal: a child's size, built in a Ray
         worker (Ray is up when it is asked)."""
         goals = parse_goals(list(self.objectives), MEASURES)[1:]
         race = self.race()
-        limited = (self.min_params or any(getattr(self, f"max_{m}") for m in SIZE_MEASURES)
-                   or (race is not None and race.screen_children > 1 and SCREEN_SCORES[race.screen_score].needs_size))
+        screened = race is not None and race.screen_children > 1 and SCREEN_SCORES[race.screen_score].measured
+        limited = self.min_params or any(getattr(self, f"max_{m}") for m in SIZE_MEASURES) or screened
         aimed = self.tournament == "limit" and not self.trainable and any(g.metric in SIZE_MEASURES for g in goals)
         if not (limited or aimed):
             return None
         from experiments.search.trial import size_measure
 
-        return size_measure(self.proxy.to_dict(), self.search_space().to_config())
+        timed = SCREEN_STEPS if screened and SCREEN_SCORES[race.screen_score].measured == SCREEN_STEP else 0
+        return size_measure(self.proxy.to_dict(), self.search_space().to_config(), timed)
 
     def search_space(self) -> SearchSpace:
         """The space candidates come from: NASNet cells, the one family the proxy trainer builds, unless

@@ -271,24 +271,34 @@ class SizeMeasurer:
 
         tf.config.set_visible_devices([], "GPU")  # a size is counted, not run: leave the GPUs to the trials
 
-    def measure(self, genotype_json: Any, proxy: dict[str, Any], space: dict[str, Any]) -> dict[str, int]:
+    def measure(self, genotype_json: Any, proxy: dict[str, Any], space: dict[str, Any], timed_steps: int = 0
+                ) -> dict[str, float]:
+        """The child's size, and with `timed_steps` its training step (screen_step_ms, the race's
+        screen: timed while no trial trains, since a search of one trial at a time asks between them)."""
         from searchspace import space_from_config
         from trainer.candidate import candidate_size
+        from trainer.step_timing import candidate_step_ms
         from core.proxy_config import ProxyConfig
 
-        return candidate_size(space_from_config(space).genotype_from_json(genotype_json), ProxyConfig(**proxy),
-                              space=space.get("name", "nasnet"))
+        genotype, config, name = (space_from_config(space).genotype_from_json(genotype_json), ProxyConfig(**proxy),
+                                  space.get("name", "nasnet"))
+        figures: dict[str, float] = dict(candidate_size(genotype, config, space=name))
+        if timed_steps:
+            figures["screen_step_ms"] = candidate_step_ms(genotype, config, name, timed_steps)
+        return figures
 
 
-def size_measure(proxy: dict[str, Any], space: dict[str, Any]) -> Callable[[Any], dict[str, int]]:
-    """The search algorithm's `measure`: a genotype's size from a SizeMeasurer, started at the first
-    call (Ray must be up by then) and kept while the algorithm holds this function."""
+def size_measure(proxy: dict[str, Any], space: dict[str, Any], timed_steps: int = 0
+                 ) -> Callable[[Any], dict[str, float]]:
+    """The search algorithm's `measure`: a genotype's size (and with `timed_steps`, its step) from a
+    SizeMeasurer, started at the first call (Ray must be up by then) and kept while the algorithm
+    holds this function."""
     measurer: list[Any] = []
 
     def measure(genotype: Any) -> dict[str, int]:
         if not measurer:
             measurer.append(SizeMeasurer.remote())
-        return ray.get(measurer[0].measure.remote(genotype.to_json(), proxy, space), timeout=600)
+        return ray.get(measurer[0].measure.remote(genotype.to_json(), proxy, space, timed_steps), timeout=600)
 
     return measure
 

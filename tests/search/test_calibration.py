@@ -149,7 +149,8 @@ def test_the_calibrations_run_is_the_searchs_trial_0_scored_at_its_target_and_re
     from experiments.search import calibration
     from experiments.search.output_dir import open_search
 
-    config, given = _sized_config(tmp_path)
+    # the children screened by the additive model: the step's timer builds them, on data this dir lacks
+    config, given = _sized_config(tmp_path, 1_000_000, 10, "--screen_score=surrogate")
     _calibrating(monkeypatch, CALIBRATED)
     sized = calibration.calibrate(config, given)
     algorithm = open_search(sized)
@@ -181,7 +182,8 @@ def test_a_search_that_ended_between_asking_trial_0_and_its_result_is_seeded_on_
     from experiments.search import calibration
     from experiments.search.output_dir import open_search
 
-    config, given = _sized_config(tmp_path)
+    # the children screened by the additive model: the step's timer builds them, on data this dir lacks
+    config, given = _sized_config(tmp_path, 1_000_000, 10, "--screen_score=surrogate")
     _calibrating(monkeypatch, CALIBRATED)
     sized = calibration.calibrate(config, given)
     algorithm = open_search(sized)

@@ -204,7 +204,8 @@ def test_a_search_sized_to_its_data_calibrates_then_its_best_is_trained_by_amoeb
     out = str(tmp_path / "search")
     command = ["search", f"--output_dir={out}", f"--data={data}", "--image_size=16", "--validation_images=100",
                "--train_images=256", "--epochs=1", "--max_trials=3", "--population_size=2", "--sample_size=2",
-               "--max_concurrent=1", "--trial_timeout_s=600"]  # given: kept (a child's first step may be slow)
+               "--max_concurrent=1", "--trial_timeout_s=600",  # given: kept (a child's first step may be slow)
+               "--screen_children=2"]  # the race (issue 55): each child of two drawn, screened by its timed step
     search = amoeba_here(*command)
     assert "3 trials done (0 failed)" in search.stdout, search.stdout + search.stderr
     calibration = resume(f"{out}/calibration/journal.jsonl", read_only=True)
@@ -228,6 +229,12 @@ def test_a_search_sized_to_its_data_calibrates_then_its_best_is_trained_by_amoeb
     lower = amoeba_here("results", out, f"--at_target={first!r}", "--format=json").stdout
     assert {r["trial_id"]: r["time_to_target_s"] for r in json.loads(lower)}[0] == pytest.approx(curve[0][0])
     assert all(isinstance(t.genotype, ConvNetGenotype) for t in algorithm.trials.values())
+    children = [t for t in algorithm.trials.values() if t.parent_id is not None]  # the race, through Ray
+    assert children and all(t.stops["stop_after_s"] > 0 for t in children)  # past the seed's hit x 1.1
+    assert algorithm.screened_out >= 1 and all(algorithm.measured[t.genotype.key()]["screen_step_ms"] > 0
+                                               for t in children)
+    assert {algorithm.outcomes[t.trial_id].metrics["stop_reason"] for t in children} <= {
+        "target", "past the incumbent", "predicted miss", "time limit", "epochs"}
     again = amoeba_here(*command)  # the same command resumes: the calibration is read back, not trained again
     assert "all 3 trials already done" in again.stdout, again.stdout + again.stderr
     assert len(resume(f"{out}/calibration/journal.jsonl", read_only=True).trials) == 1

@@ -135,15 +135,3 @@ def test_a_search_made_before_the_race_resumes_only_with_it_off_and_says_so(tmp_
     assert SearchConfig(output_dir=str(tmp_path), algorithm="random", proxy=proxy, stop_margin=0.0, miss_slack=-1.0,
                         screen_children=4).race() is None  # random search has no parent to screen children of
 
-
-def test_a_childs_step_is_timed_before_it_trains_for_the_screen():
-    import random
-
-    from core.proxy_config import ProxyConfig
-    from evolution.target_race import SCREEN_SCORES
-    from searchspace import NasNetSpace
-    from trainer.step_timing import candidate_step_ms
-
-    child = NasNetSpace(num_blocks=2).sample(random.Random(0))
-    assert candidate_step_ms(child, ProxyConfig(train_batch_size=16), "nasnet", 2) > 0
-    assert SCREEN_SCORES["step_ms"].measured == "screen_step_ms" and not SCREEN_SCORES["surrogate"].measured

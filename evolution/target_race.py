@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from evolution.objectives import CURVE_KEY
+from evolution.records import Outcome
 from evolution.surrogate import features, fit_additive
 
 # `algorithm` below: an evolution/base.py SearchAlgorithm, passed in (base imports this module)
@@ -173,7 +174,7 @@ def replay_stops(results: Sequence[Mapping[str, Any]], race: TargetRace, target:
     (faster to the target than every trial before it)."""
     rows, before = [], {}
     for n, metrics in enumerate(results):
-        stops = race.stops({k: _Ok(m) for k, m in before.items()})
+        stops = race.stops({k: Outcome("ok", m) for k, m in before.items()})
         curve = metrics.get(CURVE_KEY) or []
         where = stop_point(curve, stops, target)
         best = incumbent_seconds(list(before.values()))
@@ -183,15 +184,6 @@ def replay_stops(results: Sequence[Mapping[str, Any]], race: TargetRace, target:
         rows.append(row)
         before[n] = metrics
     return rows
-
-
-@dataclass(frozen=True)
-class _Ok:
-    """A recorded result as an outcome (replay_stops)."""
-
-    metrics: Mapping[str, Any]
-    status: str = "ok"
-    reused_from: int | None = None
 
 
 def kendall_tau(xs: Sequence[float], ys: Sequence[float]) -> float:

@@ -13,34 +13,49 @@ import pytest
 
 from core.proxy_config import ProxyConfig
 from searchspace.convnet import ConvNetGenotype, Stage
-from tests.conftest import amoeba_here
+from tests.conftest import amoeba_here, shared_tmp
 
 SEED = ConvNetGenotype("whiten2x2", 0, "relu", (Stage(24, 1), Stage(32, 0)), "conv_pool_bn", head_divisor=9)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def search(cifar_mini, tmp_path_factory):
-    """A finished supernet search: trial 0 the seed, 1 the best, 2 failed; its trained supernet."""
+    """A finished supernet search: trial 0 the seed, 1 the best, 2 failed; its trained supernet. Made
+    once a run for every pytest-xdist worker (the integration test below runs first, apart from the
+    others), and only read by the tests."""
+    from filelock import FileLock
+
+    from evolution import resume
+
+    out = os.path.join(shared_tmp(tmp_path_factory), "supernet_search")
+    proxy = ProxyConfig(dataset="prepared", data=cifar_mini[1], image_size=16, validation_images=64,
+                        train_images=128, epochs=1, train_batch_size=32, learning_rate=0.05, label_smoothing=0.2,
+                        lookahead_every=2, bn_lr_factor=4.0, whiten_bias_epochs=1, weight_decay=1e-3)
+    with FileLock(out + ".lock"):
+        if not os.path.exists(os.path.join(out, "made")):
+            shutil.rmtree(out, ignore_errors=True)  # a worker that died while making it
+            _make_search(out, proxy)
+            open(os.path.join(out, "made"), "w").close()
+    algorithm = resume(os.path.join(out, "journal.jsonl"), read_only=True)
+    return out, algorithm.space, proxy, [algorithm.trials[i].genotype for i in range(3)]
+
+
+def _make_search(out: str, proxy: ProxyConfig) -> None:
     from experiments.search.output_dir import open_search
     from experiments.search.search_config import SearchConfig
     from experiments.search.supernet import supernet_dir
     from trainer.proxy_data import load_proxy_data
     from trainer.supernet_training import train_supernet
 
-    out = str(tmp_path_factory.mktemp("supernet_search"))
-    proxy = ProxyConfig(dataset="prepared", data=cifar_mini[1], image_size=16, validation_images=64,
-                        train_images=128, epochs=1, train_batch_size=32, learning_rate=0.05, label_smoothing=0.2,
-                        lookahead_every=2, bn_lr_factor=4.0, whiten_bias_epochs=1, weight_decay=1e-3)
     config = SearchConfig(output_dir=out, proxy_space="convnet", evaluator="supernet", initial=(SEED.to_json(),),
                           proxy=proxy, max_trials=3, population_size=3, sample_size=2)
     algorithm = open_search(config)
     trials = [algorithm.ask() for _ in range(3)]
-    train_supernet(algorithm.space, proxy, load_proxy_data(proxy), supernet_dir(out))
+    train_supernet(algorithm.space, proxy, load_proxy_data(proxy), supernet_dir(out), sandwich=2)  # a smaller trace
     algorithm.tell(trials[0].trial_id, {"val_accuracy": 0.3, "validation_images": 64})
     algorithm.tell(trials[1].trial_id, {"val_accuracy": 0.6, "validation_images": 64})
     algorithm.tell(trials[2].trial_id, error="out of memory")
     algorithm.close()
-    return out, algorithm.space, proxy, [t.genotype for t in trials]
 
 
 def test_the_best_subnet_leaves_with_its_inherited_weights_for_evaluate_and_a_fine_tuning_train(search, tmp_path):

@@ -21,8 +21,8 @@ def test_a_supernet_search_killed_while_its_supernet_trains_resumes_it_and_score
     out = str(tmp_path / "supernet_search")
     search = ["search", f"--output_dir={out}", f"--data={data}", "--space=convnet", "--evaluator=supernet",
               "--image_size=16", "--validation_images=100", "--train_images=256", "--train_batch_size=32",
-              "--epochs=3", "--max_trials=6", "--population_size=3", "--sample_size=2", "--max_concurrent=1",
-              "--initial=airbench94", "--max_params=2500000"]
+              "--epochs=2", "--max_trials=6", "--population_size=3", "--sample_size=2", "--max_concurrent=1",
+              "--initial=airbench94", "--max_params=2500000", "--supernet_sandwich=2"]  # a smaller trace
     checkpoint = os.path.join(out, "supernet", "checkpoint.npz")
     proc = subprocess.Popen(AMOEBA + search, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True, env=QUIET_TF)
@@ -39,7 +39,7 @@ def test_a_supernet_search_killed_while_its_supernet_trains_resumes_it_and_score
     result = amoeba_here(*search)
     assert "6 trials done (0 failed)" in result.stdout, result.stdout
     trained = json.load(open(os.path.join(out, "supernet", "supernet.json")))
-    assert trained["epochs"] == 3 and trained["frame"]["stages"][1] == {"width": 256, "convs": 2, "residual": 2}
+    assert trained["epochs"] == 2 and trained["frame"]["stages"][1] == {"width": 256, "convs": 2, "residual": 2}
     table = pd.read_csv(os.path.join(out, "results.csv"))
     assert set(table.status) <= {"ok", "infeasible"} and (table.status == "ok").sum() >= 4
     scored = table[table.status == "ok"]

@@ -110,7 +110,7 @@ def test_a_tiny_overfit_model_predicts_its_training_images(cifar_mini, tmp_path)
     data, model_dir, export_dir = str(tmp_path / "d"), str(tmp_path / "m"), str(tmp_path / "e")
     amoeba_here("prepare", f"--train_csv={csv}", f"--eval_csv={csv}", f"--output_dir={data}")
     assert open(os.path.join(data, "labels.txt")).read().split() == ["airplane", "frog"]  # derived, sorted
-    trained = amoeba_here("train", "--model=resnet18", "--image_size=32", "--train_batch_size=8", "--eval_batch_size=8",
+    trained = amoeba_here("train", "--model=resnet20", "--image_size=32", "--train_batch_size=8", "--eval_batch_size=8",
                      "--optimizer=momentum", "--lr=0.02", "--lr_schedule=constant", "--iterations_per_loop=20",
                      "--train_steps=80", f"--data={data}", f"--model_dir={model_dir}", f"--export_dir={export_dir}")
     assert "--lr is deprecated; use --learning_rate" in trained.stderr  # the old spelling still works
@@ -126,9 +126,9 @@ def test_a_tiny_overfit_model_predicts_its_training_images(cifar_mini, tmp_path)
 
     _, cifar = cifar_mini
     with pytest.raises(ValueError, match=r"was trained with \['airplane', 'frog'\]"):
-        Trainer(TrainConfig(model="resnet18", image_size=32, train_steps=90, data=cifar, model_dir=model_dir)).restore()
+        Trainer(TrainConfig(model="resnet20", image_size=32, train_steps=90, data=cifar, model_dir=model_dir)).restore()
     with pytest.raises(ValueError, match="records label_offset 0"):
-        Trainer(TrainConfig(model="resnet18", image_size=32, train_steps=90, data=data, model_dir=model_dir,
+        Trainer(TrainConfig(model="resnet20", image_size=32, train_steps=90, data=data, model_dir=model_dir,
                             label_offset=1))
 
 

@@ -11,8 +11,12 @@ APT_INSTALL = { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 
 $(STAMP): setup.py
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(VENV)/bin/python -m pip install --quiet -e '.[test]'
+	@# uv resolves and installs the same packages as pip in a sixth of the time (13 s against 83 s on
+	@# a fresh machine, benchmarks/README.md); pip does it where uv cannot be had or fails
+	$(VENV)/bin/python -m pip install --quiet uv || true
+	$(VENV)/bin/python -m uv pip install --quiet --python $(VENV)/bin/python -e '.[test]' || \
+	  { $(VENV)/bin/python -m pip install --quiet --upgrade pip && \
+	    $(VENV)/bin/python -m pip install --quiet -e '.[test]'; }
 	@# Debian packages, installed when we are root: Graphviz draws cells (amoeba show, amoeba report);
 	@# Chromium opens the report in a test, as a reader would
 	@command -v dot >/dev/null || $(call APT_INSTALL,graphviz) || \

@@ -16,7 +16,8 @@ $(STAMP): setup.py
 	@# every worker would otherwise compile TensorFlow's sources again (import 17 s against 6 s)
 	$(VENV)/bin/python -m pip install --quiet uv || true
 	$(VENV)/bin/python -m uv pip install --quiet --compile-bytecode --python $(VENV)/bin/python -e '.[test]' || \
-	  { $(VENV)/bin/python -m pip install --quiet --upgrade pip && \
+	  { echo "note: uv could not install the packages; pip installs them" && \
+	    $(VENV)/bin/python -m pip install --quiet --upgrade pip && \
 	    $(VENV)/bin/python -m pip install --quiet -e '.[test]'; }
 	@# Debian packages, installed when we are root: Graphviz draws cells (amoeba show, amoeba report);
 	@# Chromium opens the report in a test, as a reader would

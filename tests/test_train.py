@@ -58,8 +58,7 @@ def test_train_kill_resume_evaluate_export_predict(cifar_mini, tmp_path):
     killed_at = int(saved.rsplit("-", 1)[1])
     assert 5 <= killed_at < 30
 
-    result = amoeba_here(*args, f"--export_dir={export_dir}", "--export_format=saved_model")  # resumed here
-    # (the converted formats, int8 among them, export and predict in test_export_formats)
+    result = amoeba_here(*args, f"--export_dir={export_dir}", "--export_format=saved_model,tflite_int8")  # resumed here
     resumed_at = int(result.stdout.split("resuming from ")[1].split(" at step ")[1].split()[0])
     assert resumed_at == killed_at  # nothing lost but the steps after the last checkpoint
     assert "step 30/30" in result.stdout
@@ -87,6 +86,8 @@ def test_train_kill_resume_evaluate_export_predict(cifar_mini, tmp_path):
     # issue 52, 3: the accuracy printed beside an export is the file's, run from the JPEG bytes (one view)
     saved_top1 = float(result.stdout.split("  saved_model  .                  top-1 ")[1].split(";")[0])
     assert saved_top1 == pytest.approx(evaluation["top1"], abs=1e-4)
+    assert "  tflite_int8  model_int8.tflite  top-1 0." in result.stdout  # its own top-1, checked against Keras
+    # (amoeba predict reads int8 files: test_export_formats)
     assert all(p["label"] in labels for p in out[0]["predictions"])
     assert 0.0 < sum(p["probability"] for p in out[0]["predictions"]) <= 1.0 + 1e-5
     not_an_image = tmp_path / "notes.jpg"

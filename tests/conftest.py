@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from typing import Callable
 
 import pytest
 
@@ -193,26 +194,35 @@ def shared_dir() -> str:
 
 def shared_tmp(tmp_path_factory) -> str:
     """A folder shared by every pytest-xdist worker of this run (each worker's base temp is one
-    folder below it), for data made once per run under a file lock."""
+    folder below it), for data made once per run under a file lock (`made_once`)."""
     base = tmp_path_factory.getbasetemp()
     return str(base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base)
+
+
+def made_once(tmp_path_factory, name: str, make: Callable[[str], None]) -> str:
+    """The folder NAME in `shared_tmp`, made by `make(folder)` once a run for every pytest-xdist
+    worker, under a file lock; made again from nothing when a worker died while making it."""
+    from filelock import FileLock
+
+    out = os.path.join(shared_tmp(tmp_path_factory), name)
+    done = os.path.join(out, ".made")
+    with FileLock(out + ".lock"):
+        if not os.path.exists(done):
+            shutil.rmtree(out, ignore_errors=True)
+            make(out)
+            open(done, "w").close()
+    return out
 
 
 @pytest.fixture(scope="session")
 def cifar_mini(shared_dir, tmp_path_factory):
     """../shared's cifar10-mini (1,000 train, 200 eval JPEGs) prepared once a run, for every
     pytest-xdist worker: (CSV dir, data dir). `amoeba prepare` itself is tested in test_prepare.py."""
-    from filelock import FileLock
-
     from trainer.prepare import PrepareConfig, prepare
 
     src = os.path.join(shared_dir, "data", "cifar10-mini")
-    out = os.path.join(shared_tmp(tmp_path_factory), "cifar10-mini-prepared")
-    with FileLock(out + ".lock"):
-        if not os.path.exists(os.path.join(out, "metadata.json")):
-            shutil.rmtree(out, ignore_errors=True)  # a worker that died while writing it
-            prepare(PrepareConfig(f"{src}/train_set.csv", f"{src}/eval_set.csv", out, labels=f"{src}/labels.txt"),
-                    verbose=False)
+    out = made_once(tmp_path_factory, "cifar10-mini-prepared", lambda out: prepare(
+        PrepareConfig(f"{src}/train_set.csv", f"{src}/eval_set.csv", out, labels=f"{src}/labels.txt"), verbose=False))
     return src, out
 
 

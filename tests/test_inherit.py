@@ -13,7 +13,7 @@ import pytest
 
 from core.proxy_config import ProxyConfig
 from searchspace.convnet import ConvNetGenotype, Stage
-from tests.conftest import amoeba_here, shared_tmp
+from tests.conftest import amoeba_here, made_once
 
 SEED = ConvNetGenotype("whiten2x2", 0, "relu", (Stage(24, 1), Stage(32, 0)), "conv_pool_bn", head_divisor=9)
 
@@ -23,19 +23,12 @@ def search(cifar_mini, tmp_path_factory):
     """A finished supernet search: trial 0 the seed, 1 the best, 2 failed; its trained supernet. Made
     once a run for every pytest-xdist worker (the integration test below runs first, apart from the
     others), and only read by the tests."""
-    from filelock import FileLock
-
     from evolution import resume
 
-    out = os.path.join(shared_tmp(tmp_path_factory), "supernet_search")
     proxy = ProxyConfig(dataset="prepared", data=cifar_mini[1], image_size=16, validation_images=64,
                         train_images=128, epochs=1, train_batch_size=32, learning_rate=0.05, label_smoothing=0.2,
                         lookahead_every=2, bn_lr_factor=4.0, whiten_bias_epochs=1, weight_decay=1e-3)
-    with FileLock(out + ".lock"):
-        if not os.path.exists(os.path.join(out, "made")):
-            shutil.rmtree(out, ignore_errors=True)  # a worker that died while making it
-            _make_search(out, proxy)
-            open(os.path.join(out, "made"), "w").close()
+    out = made_once(tmp_path_factory, "supernet_search", lambda out: _make_search(out, proxy))
     algorithm = resume(os.path.join(out, "journal.jsonl"), read_only=True)
     return out, algorithm.space, proxy, [algorithm.trials[i].genotype for i in range(3)]
 
